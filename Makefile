@@ -1,0 +1,40 @@
+# Thin wrapper over CMake + CTest.
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+MODEL ?= tests/fixtures/llama-f32
+PROMPT_TOKENS ?= 1,15,27,100,7
+
+.PHONY: all setup build test run fuzz fuzz-run clean format
+
+all: build
+
+# Debian packages the build and tests need (run as root, or via sudo).
+DEPS = build-essential cmake pkg-config clang libjansson-dev libpcre2-dev libutf8proc-dev \
+       libcmocka-dev libopenblas-dev libstb-dev libmicrohttpd-dev python3 npm
+setup:
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(DEPS)
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+build: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The main job: generate from a shipped model.
+run: build
+	$(BUILD)/lmc generate --model $(MODEL) --tokens $(PROMPT_TOKENS) --max-tokens 16 --temp 0 --print-ids
+
+fuzz:
+	CC=clang cmake -S . -B build-fuzz -DLMC_FUZZ=ON -DLMC_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build build-fuzz -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD) build-fuzz
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -1,0 +1,152 @@
+/*
+ * lmc: run Hugging Face and mlx-community language models from their folders.
+ *
+ * The only public header. Conventions:
+ * - Every fallible function returns an lmc_status; on failure lmc_last_error()
+ *   holds a one-line message (thread-local, valid until the next failing call
+ *   on the same thread).
+ * - Memory returned through an out-pointer is owned by the caller and freed
+ *   with lmc_free() unless the function says otherwise.
+ * - The library never prints, exits or aborts; logging goes to the callback
+ *   set with lmc_set_log_callback() (silent by default).
+ */
+#ifndef LMC_H
+#define LMC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status and errors ------------------------------------------------- */
+
+typedef enum lmc_status {
+    LMC_OK = 0,
+    LMC_ERR_INVALID_ARG, /* a caller passed a bad value */
+    LMC_ERR_IO,          /* a file could not be opened, read, mapped or written */
+    LMC_ERR_FORMAT,      /* a file's contents are malformed */
+    LMC_ERR_UNSUPPORTED, /* well-formed but not supported (dtype, model_type, ...) */
+    LMC_ERR_NOMEM,       /* allocation failed */
+    LMC_ERR_NOT_FOUND,   /* a named tensor, key or file is missing */
+    LMC_ERR_SHAPE,       /* a tensor has the wrong shape */
+    LMC_ERR_RANGE,       /* an index (token id, position) is out of range */
+    LMC_ERR_LIMIT,       /* a sandbox or size limit was reached */
+    LMC_ERR_STOPPED,     /* a callback asked to stop (not an error for generate) */
+} lmc_status;
+
+/* Message of the last failure on this thread; never NULL ("" when none). */
+const char *lmc_last_error(void);
+/* Short constant name of a status, e.g. "format error". */
+const char *lmc_status_string(lmc_status status);
+
+/* Frees memory the library handed to the caller. NULL is fine. */
+void lmc_free(void *ptr);
+
+typedef enum lmc_log_level {
+    LMC_LOG_DEBUG = 0,
+    LMC_LOG_INFO = 1,
+    LMC_LOG_WARN = 2,
+    LMC_LOG_ERROR = 3,
+} lmc_log_level;
+
+typedef void (*lmc_log_fn)(lmc_log_level level, const char *message, void *user_data);
+/* Sets the process-wide log sink; NULL silences logging (the default). */
+void lmc_set_log_callback(lmc_log_fn fn, void *user_data);
+
+/* Number of worker threads used by kernels; 0 = number of cores (default). */
+void lmc_set_num_threads(int n);
+int lmc_get_num_threads(void);
+
+/* ---- models ------------------------------------------------------------ */
+
+typedef struct lmc_model lmc_model;
+
+/* Loads a model folder (config.json + safetensors, single or sharded).
+ * Weights stay memory-mapped. *out is freed with lmc_model_free. */
+lmc_status lmc_model_load(const char *dir, lmc_model **out);
+void lmc_model_free(lmc_model *model);
+
+typedef struct lmc_model_info {
+    const char *model_type;    /* e.g. "llama"; owned by the model */
+    int32_t vocab_size;
+    int32_t hidden_size;
+    int32_t num_layers;
+    int32_t max_position_embeddings;
+    int32_t bos_token_id;      /* -1 when absent */
+    const int32_t *eos_token_ids; /* owned by the model */
+    int32_t num_eos_token_ids;
+    uint64_t weight_bytes;     /* bytes of all tensors the model reads */
+} lmc_model_info;
+
+void lmc_model_get_info(const lmc_model *model, lmc_model_info *info);
+
+/* A session: a KV cache and scratch buffers over a model. One thread at a
+ * time may use a session; several sessions may share one model. */
+typedef struct lmc_session lmc_session;
+
+/* max_tokens: capacity of the KV cache; 0 = max_position_embeddings. */
+lmc_status lmc_session_create(lmc_model *model, int32_t max_tokens, lmc_session **out);
+void lmc_session_free(lmc_session *session);
+/* Forgets all tokens (the KV cache is emptied). */
+void lmc_session_reset(lmc_session *session);
+/* Number of tokens held in the cache. */
+int32_t lmc_session_position(const lmc_session *session);
+
+/* Runs tokens[0..n) after what the session holds, in one batch, appending
+ * them to the KV cache. logits_out (may be NULL) receives float32 logits:
+ * with all_positions, n x vocab_size (row i after token i); otherwise only
+ * the last position's vocab_size values. */
+lmc_status lmc_session_forward(lmc_session *session, const int32_t *tokens, int32_t n,
+                               int all_positions, float *logits_out);
+
+/* ---- tokenizer --------------------------------------------------------- */
+
+typedef struct lmc_tokenizer lmc_tokenizer;
+
+/* Loads tokenizer.json (and tokenizer_config.json when present) from dir. */
+lmc_status lmc_tokenizer_load(const char *dir, lmc_tokenizer **out);
+void lmc_tokenizer_free(lmc_tokenizer *tok);
+
+enum {
+    LMC_ENCODE_ADD_SPECIAL = 1u << 0,   /* run the post-processor (BOS etc.) */
+    LMC_ENCODE_SPECIAL_AS_TEXT = 1u << 1, /* special-token text in input is plain text */
+};
+
+/* Encodes UTF-8 text; *ids (freed with lmc_free) gets *n_ids ids. */
+lmc_status lmc_tokenizer_encode(const lmc_tokenizer *tok, const char *text, size_t len,
+                                unsigned flags, int32_t **ids, size_t *n_ids);
+/* Decodes ids to UTF-8 text; *text is NUL-terminated, freed with lmc_free. */
+lmc_status lmc_tokenizer_decode(const lmc_tokenizer *tok, const int32_t *ids, size_t n_ids,
+                                int skip_special, char **text, size_t *len);
+int32_t lmc_tokenizer_vocab_size(const lmc_tokenizer *tok);
+/* Id of a token's exact text (added tokens included), or -1. */
+int32_t lmc_tokenizer_token_to_id(const lmc_tokenizer *tok, const char *token);
+
+/* Streaming detokenizer: feed ids one at a time, get complete UTF-8 only. */
+typedef struct lmc_detokenizer lmc_detokenizer;
+lmc_status lmc_detokenizer_create(const lmc_tokenizer *tok, int skip_special,
+                                  lmc_detokenizer **out);
+/* Appends id; *text (owned by the detokenizer, valid until the next call)
+ * gets the newly completed text, possibly empty. */
+lmc_status lmc_detokenizer_push(lmc_detokenizer *d, int32_t id, const char **text, size_t *len);
+/* Returns whatever is still held back (e.g. an incomplete UTF-8 tail). */
+lmc_status lmc_detokenizer_flush(lmc_detokenizer *d, const char **text, size_t *len);
+void lmc_detokenizer_free(lmc_detokenizer *d);
+
+/* ---- chat templates ---------------------------------------------------- */
+
+/* Renders the chat template of the model folder dir (tokenizer_config.json's
+ * chat_template, string or named list; "default" is used for a list) for
+ * messages_json, a JSON array of messages as transformers takes them.
+ * extra_vars_json (may be NULL) is a JSON object of further variables
+ * (e.g. tools, template_name). *out is freed with lmc_free. */
+lmc_status lmc_chat_template_render(const char *dir, const char *messages_json,
+                                    int add_generation_prompt, const char *extra_vars_json,
+                                    char **out, size_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,22 @@
+/* JSON helpers over jansson: typed lookups with defaults and clear errors. */
+#ifndef LMC_JSON_H
+#define LMC_JSON_H
+
+#include "base.h"
+
+#include <jansson.h>
+
+/* Parses a JSON file; the error names the file, line and column. */
+lmc_status lmc_json_load_file(const char *path, json_t **out);
+/* Parses a JSON text; `what` names it in errors. */
+lmc_status lmc_json_parse(const char *text, size_t len, const char *what, json_t **out);
+
+/* Lookups: return the default when the key is absent or JSON null. When the
+ * key holds a value of the wrong type, *bad (if given) is set true. */
+int64_t lmc_json_int(const json_t *obj, const char *key, int64_t def, bool *bad);
+double lmc_json_number(const json_t *obj, const char *key, double def, bool *bad);
+bool lmc_json_bool(const json_t *obj, const char *key, bool def, bool *bad);
+/* Borrowed string or def. */
+const char *lmc_json_string(const json_t *obj, const char *key, const char *def, bool *bad);
+
+#endif

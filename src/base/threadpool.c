@@ -1,0 +1,174 @@
+/* One persistent pool of worker threads with a fork-join parallel-for.
+ * Decode runs a few hundred small parallel loops per token, so workers spin
+ * briefly on the job counter before sleeping on a condition variable. */
+#include "base.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define SPIN_ITERATIONS 200000
+
+typedef struct pool {
+    int n_threads; /* including the calling thread */
+    pthread_t *threads;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_uint generation;
+    atomic_int active; /* workers still busy with the current job */
+    atomic_bool quit;
+    /* the current job */
+    lmc_range_fn fn;
+    void *ctx;
+    int64_t n, chunk, n_chunks;
+    atomic_llong next_chunk;
+} pool;
+
+static pool g_pool;
+static int g_requested_threads; /* 0 = default */
+static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool g_started;
+
+static void run_chunks(pool *p, int worker) {
+    for (;;) {
+        long long c = atomic_fetch_add(&p->next_chunk, 1);
+        if (c >= p->n_chunks) break;
+        int64_t b = c * p->chunk;
+        int64_t e = b + p->chunk < p->n ? b + p->chunk : p->n;
+        p->fn(p->ctx, b, e, worker);
+    }
+}
+
+static void *worker_main(void *arg) {
+    int worker = (int)(intptr_t)arg;
+    pool *p = &g_pool;
+    unsigned seen = 0; /* the pool starts at generation 0, before any worker runs */
+    for (;;) {
+        unsigned g;
+        int spins = 0;
+        while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
+               !atomic_load(&p->quit)) {
+            if (++spins < SPIN_ITERATIONS) {
+#if defined(__x86_64__) || defined(__i386__)
+                __builtin_ia32_pause();
+#endif
+                continue;
+            }
+            pthread_mutex_lock(&p->mu);
+            while (atomic_load(&p->generation) == seen && !atomic_load(&p->quit))
+                pthread_cond_wait(&p->cv, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->quit)) break;
+        seen = g;
+        run_chunks(p, worker);
+        atomic_fetch_sub_explicit(&p->active, 1, memory_order_release);
+    }
+    return NULL;
+}
+
+static int default_threads(void) {
+    const char *env = getenv("LMC_NUM_THREADS");
+    if (env && atoi(env) > 0) return atoi(env);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static void pool_stop(void) {
+    pool *p = &g_pool;
+    if (!atomic_load(&g_started)) return;
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->quit, true);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 1; i < p->n_threads; i++) pthread_join(p->threads[i - 1], NULL);
+    free(p->threads);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    atomic_store(&g_started, false);
+}
+
+static void pool_start(void) {
+    pool *p = &g_pool;
+    int n = g_requested_threads > 0 ? g_requested_threads : default_threads();
+    if (n > 256) n = 256;
+    p->n_threads = 1;
+    p->threads = NULL;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    atomic_store(&p->quit, false);
+    atomic_store(&p->generation, 0);
+    atomic_store(&p->active, 0);
+    if (n > 1) {
+        p->threads = calloc((size_t)n - 1, sizeof(pthread_t));
+        if (p->threads) {
+            for (int i = 1; i < n; i++) {
+                if (pthread_create(&p->threads[i - 1], NULL, worker_main, (void *)(intptr_t)i) != 0)
+                    break;
+                p->n_threads++;
+            }
+        }
+    }
+    atomic_store(&g_started, true);
+}
+
+static void ensure_started(void) {
+    if (atomic_load_explicit(&g_started, memory_order_acquire)) return;
+    pthread_mutex_lock(&g_init_mu);
+    if (!atomic_load(&g_started)) {
+        pool_start();
+        static bool registered;
+        if (!registered) {
+            atexit(pool_stop);
+            registered = true;
+        }
+    }
+    pthread_mutex_unlock(&g_init_mu);
+}
+
+void lmc_set_num_threads(int n) {
+    pthread_mutex_lock(&g_init_mu);
+    g_requested_threads = n < 0 ? 0 : n;
+    pool_stop();
+    pthread_mutex_unlock(&g_init_mu);
+}
+
+int lmc_get_num_threads(void) {
+    ensure_started();
+    return g_pool.n_threads;
+}
+
+int lmc_thread_count(void) { return lmc_get_num_threads(); }
+
+void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    ensure_started();
+    pool *p = &g_pool;
+    int workers = p->n_threads;
+    if (workers <= 1 || n <= grain) {
+        fn(ctx, 0, n, 0);
+        return;
+    }
+    /* About four chunks per worker balances load without much overhead. */
+    int64_t chunk = (n + (int64_t)workers * 4 - 1) / ((int64_t)workers * 4);
+    if (chunk < grain) chunk = grain;
+    p->fn = fn;
+    p->ctx = ctx;
+    p->n = n;
+    p->chunk = chunk;
+    p->n_chunks = (n + chunk - 1) / chunk;
+    atomic_store(&p->next_chunk, 0);
+    atomic_store(&p->active, workers - 1);
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    run_chunks(p, 0);
+    while (atomic_load_explicit(&p->active, memory_order_acquire) > 0) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+}
