@@ -366,8 +366,8 @@ void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float 
     }
     if (perm) {
         float *xp = scratch + ng;
-        for (int64_t c = 0; c < cols; c += 8)
-            for (int m = 0; m < 8; m++) xp[c + m] = x[c + perm[m]];
+        for (int64_t c = 0; c < cols; c += QUANT_PERM_BLOCK)
+            for (int m = 0; m < QUANT_PERM_BLOCK; m++) xp[c + m] = x[c + perm[m]];
         j.x = xp;
     }
     j.gsum = gsum;
@@ -380,9 +380,9 @@ void lmc_qmatmul(const lmc_qweight *w, const float *x, int64_t T, float *y) {
 }
 
 const int *quant_x_permutation(int bits, bool avx2) {
-    /* quant_matvec_avx2 for 4 bits turns 16 bytes into [low nibbles | high
-     * nibbles] and widens 4 bytes of each half per vector, so lanes hold
-     * columns 0,2,4,6,1,3,5,7 of each block of 8. */
-    static const int perm4[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+    /* quant_matvec_avx2 for 4 bits widens 8 bytes to 32-bit lanes and splits
+     * them into low nibbles (even columns) and high nibbles (odd columns). */
+    static const int perm4[QUANT_PERM_BLOCK] = {0, 2, 4, 6, 8, 10, 12, 14,
+                                                1, 3, 5, 7, 9, 11, 13, 15};
     return avx2 && bits == 4 ? perm4 : NULL;
 }

@@ -4,10 +4,9 @@
  *
  * Unpacking:
  * - 8 bits: vpmovzxbd of 8 bytes.
- * - 4 bits (one-token kernel): 16 bytes -> [low nibbles | high nibbles] in one
- *   ymm, then vpshufb widens 4 bytes of each half into 32-bit lanes. Lanes
- *   hold columns 0,2,4,6,1,3,5,7 of each block of 8; the caller permutes x
- *   the same way (quant_x_permutation), once per call.
+ * - 4 bits (one-token kernel): vpmovzxbd of 8 bytes, then (b & 15) holds
+ *   columns 0,2,..,14 and (b >> 4) columns 1,3,..,15 of each block of 16; the
+ *   caller permutes x the same way (quant_x_permutation), once per call.
  * - any bits (2..6; used for 2, 3, 5, 6 and for 4 in natural order): for 8
  *   consecutive values, vpshufb brings the two bytes that hold value j
  *   (bit offset bits*j) into lane j, vpsrlvd shifts by (bits*j) & 7, vpand
@@ -103,31 +102,23 @@ static inline __m256 u8x8_to_ps(const uint8_t *p) {
 #define SEG_GROUPS 64 /* scales converted per segment of a row */
 
 /* sum over groups [j0, j0+n) of s_j * dot(q_j, x_j) for one row, 4 bits,
- * x permuted (perm4). */
+ * x permuted (quant_x_permutation): vpmovzxbd widens 8 bytes (16 values) to
+ * 32-bit lanes; the low nibbles are the even columns, the high nibbles (no
+ * mask needed after the shift) the odd ones. */
 static inline __m256 row_groups_q4(const uint8_t *p, const float *xp, const float *sc, int n,
                                    int g) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i s0 = _mm256_setr_epi8(0, -1, -1, -1, 1, -1, -1, -1, 2, -1, -1, -1, 3, -1, -1, -1,
-                                        0, -1, -1, -1, 1, -1, -1, -1, 2, -1, -1, -1, 3, -1, -1, -1);
-    const __m256i s1 = _mm256_add_epi32(s0, _mm256_set1_epi32(4));
-    const __m256i s2 = _mm256_add_epi32(s0, _mm256_set1_epi32(8));
-    const __m256i s3 = _mm256_add_epi32(s0, _mm256_set1_epi32(12));
+    const __m256i m4 = _mm256_set1_epi32(0x0F);
     __m256 tot = _mm256_setzero_ps();
     for (int j = 0; j < n; j++) {
         __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
         __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
         for (int h = 0; h < g; h += 32) {
-            __m128i v = _mm_loadu_si128((const __m128i *)p);
-            __m256i u = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
-            u = _mm256_and_si256(u, m4);
-            a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_shuffle_epi8(u, s0)),
-                                 _mm256_loadu_ps(xp), a0);
-            a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_shuffle_epi8(u, s1)),
-                                 _mm256_loadu_ps(xp + 8), a1);
-            a2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_shuffle_epi8(u, s2)),
-                                 _mm256_loadu_ps(xp + 16), a2);
-            a3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_shuffle_epi8(u, s3)),
-                                 _mm256_loadu_ps(xp + 24), a3);
+            __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+            __m256i b1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8)));
+            a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b0, m4)), _mm256_loadu_ps(xp), a0);
+            a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b0, 4)), _mm256_loadu_ps(xp + 8), a1);
+            a2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b1, m4)), _mm256_loadu_ps(xp + 16), a2);
+            a3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b1, 4)), _mm256_loadu_ps(xp + 24), a3);
             p += 16;
             xp += 32;
         }
@@ -237,10 +228,14 @@ void quant_dequant_tile_avx2(const lmc_qweight *w, int64_t r0, int nr, int64_t c
                 /* product and sum rounded separately (no FMA), as numpy/mlx in f32 */
                 if (bits == 8) {
                     const uint8_t *p = rp + c;
+                    _mm_prefetch((const char *)(p + QUANT_CHUNK_COLS), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(p + QUANT_CHUNK_COLS + 64), _MM_HINT_T0);
                     for (int k = 0; k < g; k += 8)
                         _mm256_storeu_ps(o + k, _mm256_add_ps(_mm256_mul_ps(u8x8_to_ps(p + k), s), b));
                 } else {
                     const uint8_t *p = rp + c * bits / 8;
+                    /* the next chunk of this row: the tile walks 4 short streams */
+                    _mm_prefetch((const char *)(p + QUANT_CHUNK_COLS * bits / 8), _MM_HINT_T0);
                     for (int k = 0; k < g; k += 16, p += u.bytes16) {
                         __m256 q0, q1;
                         gen_unpack16(&u, p, end, &q0, &q1);

@@ -103,7 +103,8 @@ void quant_dense_tile_avx2(const float *buf, int nr, int64_t nc, const float *x,
                            int64_t T, float *y, int64_t ldy);
 
 /* The order the T = 1 AVX2 kernel for `bits` reads x in: within each block of
- * 8 columns, xp[8k + j] = x[8k + perm[j]]. NULL = natural order. */
+ * QUANT_PERM_BLOCK columns, xp[b + j] = x[b + perm[j]]. NULL = natural order. */
+#define QUANT_PERM_BLOCK 16
 const int *quant_x_permutation(int bits, bool avx2);
 
 #endif
