@@ -19,6 +19,8 @@
 
 #include <immintrin.h>
 
+#define REG_BARRIER(v) __asm__("" : "+x"(v))
+
 static inline float hsum256(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -53,22 +55,30 @@ typedef struct gen_unpack {
     int bytes16; /* bytes that hold 16 values: 2*bits */
 } gen_unpack;
 
+/* vpshufb controls and vpsrlvd counts for value e of 16 (two vectors of 8):
+ * lane j of a vector takes bytes lo, lo+1 with lo = (bits*e) >> 3 and shifts
+ * right by (bits*e) & 7. The 16-byte source is broadcast to both 128-bit
+ * halves, so the in-half indices are the same. */
+#define GU_LO(b, e) (((e) * (b)) >> 3)
+#define GU_LANE(b, e) GU_LO(b, e), GU_LO(b, e) + 1, 0x80, 0x80
+#define GU_SHUF(b, e0)                                                                    \
+    { GU_LANE(b, e0), GU_LANE(b, e0 + 1), GU_LANE(b, e0 + 2), GU_LANE(b, e0 + 3),         \
+      GU_LANE(b, e0 + 4), GU_LANE(b, e0 + 5), GU_LANE(b, e0 + 6), GU_LANE(b, e0 + 7) }
+#define GU_SH(b, e) (((e) * (b)) & 7)
+#define GU_SHIFT(b, e0)                                                                   \
+    { GU_SH(b, e0), GU_SH(b, e0 + 1), GU_SH(b, e0 + 2), GU_SH(b, e0 + 3), GU_SH(b, e0 + 4), \
+      GU_SH(b, e0 + 5), GU_SH(b, e0 + 6), GU_SH(b, e0 + 7) }
+#define GU_BITS(b) [b] = {{GU_SHUF(b, 0), GU_SHUF(b, 8)}, {GU_SHIFT(b, 0), GU_SHIFT(b, 8)}}
+
+static const struct {
+    _Alignas(32) uint8_t shuf[2][32];
+    _Alignas(32) int32_t shift[2][8];
+} gen_tables[7] = {GU_BITS(2), GU_BITS(3), GU_BITS(4), GU_BITS(5), GU_BITS(6)};
+
 static void gen_unpack_init(gen_unpack *u, int bits) {
-    uint8_t sh[2][32];
-    int32_t sv[2][8];
     for (int h = 0; h < 2; h++) {
-        for (int j = 0; j < 8; j++) {
-            int e = h * 8 + j, off = e * bits, lo = off >> 3;
-            /* lane j lives in 128-bit half j / 4, bytes 4*(j%4).. of it */
-            uint8_t *d = sh[h] + (j / 4) * 16 + (j % 4) * 4;
-            d[0] = (uint8_t)lo;
-            d[1] = (uint8_t)(lo + 1);
-            d[2] = 0x80;
-            d[3] = 0x80;
-            sv[h][j] = off & 7;
-        }
-        u->shuf[h] = _mm256_loadu_si256((const __m256i *)sh[h]);
-        u->shift[h] = _mm256_loadu_si256((const __m256i *)sv[h]);
+        u->shuf[h] = _mm256_load_si256((const __m256i *)gen_tables[bits].shuf[h]);
+        u->shift[h] = _mm256_load_si256((const __m256i *)gen_tables[bits].shift[h]);
     }
     u->mask = _mm256_set1_epi32((1 << bits) - 1);
     u->bytes16 = 2 * bits;
@@ -78,7 +88,7 @@ static void gen_unpack_init(gen_unpack *u, int bits) {
 static inline void gen_unpack16(const gen_unpack *u, const uint8_t *p, const uint8_t *end,
                                 __m256 *q0, __m256 *q1) {
     __m256i v;
-    if (p + 16 <= end) {
+    if (end - p >= 16) {
         v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
     } else {
         uint8_t tmp[16] = {0};
@@ -174,7 +184,7 @@ void quant_matvec_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const float
     const uint8_t *end = base + w->rows * row_bytes;
     const int64_t gbytes = (int64_t)g * bits / 8;
     gen_unpack u;
-    if (bits != 4 && bits != 8) gen_unpack_init(&u, bits);
+    gen_unpack_init(&u, bits == 8 ? 4 : bits); /* unused for 8 bits */
     _Alignas(32) float sc[SEG_GROUPS], bi[SEG_GROUPS];
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *rp = base + r * row_bytes;
@@ -210,7 +220,7 @@ void quant_dequant_tile_avx2(const lmc_qweight *w, int64_t r0, int nr, int64_t c
     const uint8_t *base = (const uint8_t *)w->packed;
     const uint8_t *end = base + w->rows * row_bytes;
     gen_unpack u;
-    if (bits != 8) gen_unpack_init(&u, bits);
+    gen_unpack_init(&u, bits == 8 ? 4 : bits); /* unused for 8 bits */
     _Alignas(32) float sc[SEG_GROUPS], bi[SEG_GROUPS];
     for (int i = 0; i < nr; i++) {
         const int64_t r = r0 + i;
@@ -228,14 +238,14 @@ void quant_dequant_tile_avx2(const lmc_qweight *w, int64_t r0, int nr, int64_t c
                 /* product and sum rounded separately (no FMA), as numpy/mlx in f32 */
                 if (bits == 8) {
                     const uint8_t *p = rp + c;
-                    _mm_prefetch((const char *)(p + QUANT_CHUNK_COLS), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(p + QUANT_CHUNK_COLS + 64), _MM_HINT_T0);
+                    _mm_prefetch((const char *)((uintptr_t)p + QUANT_CHUNK_COLS), _MM_HINT_T0);
+                    _mm_prefetch((const char *)((uintptr_t)p + QUANT_CHUNK_COLS + 64), _MM_HINT_T0);
                     for (int k = 0; k < g; k += 8)
                         _mm256_storeu_ps(o + k, _mm256_add_ps(_mm256_mul_ps(u8x8_to_ps(p + k), s), b));
                 } else {
                     const uint8_t *p = rp + c * bits / 8;
                     /* the next chunk of this row: the tile walks 4 short streams */
-                    _mm_prefetch((const char *)(p + QUANT_CHUNK_COLS * bits / 8), _MM_HINT_T0);
+                    _mm_prefetch((const char *)((uintptr_t)p + QUANT_CHUNK_COLS * bits / 8), _MM_HINT_T0);
                     for (int k = 0; k < g; k += 16, p += u.bytes16) {
                         __m256 q0, q1;
                         gen_unpack16(&u, p, end, &q0, &q1);
@@ -274,18 +284,22 @@ void quant_dense_tile_avx2(const float *buf, int nr, int64_t nc, const float *x,
         __m256 a30 = _mm256_setzero_ps(), a31 = _mm256_setzero_ps();
         for (int64_t c = 0; c < nc; c += 8) {
             __m256 x0 = _mm256_loadu_ps(xa + c), x1 = _mm256_loadu_ps(xb + c);
-            __m256 v = _mm256_load_ps(w0 + c);
-            a00 = _mm256_fmadd_ps(v, x0, a00);
-            a01 = _mm256_fmadd_ps(v, x1, a01);
-            v = _mm256_load_ps(w1 + c);
-            a10 = _mm256_fmadd_ps(v, x0, a10);
-            a11 = _mm256_fmadd_ps(v, x1, a11);
-            v = _mm256_load_ps(w2 + c);
-            a20 = _mm256_fmadd_ps(v, x0, a20);
-            a21 = _mm256_fmadd_ps(v, x1, a21);
-            v = _mm256_load_ps(w3 + c);
-            a30 = _mm256_fmadd_ps(v, x0, a30);
-            a31 = _mm256_fmadd_ps(v, x1, a31);
+            __m256 v0 = _mm256_load_ps(w0 + c), v1 = _mm256_load_ps(w1 + c);
+            __m256 v2 = _mm256_load_ps(w2 + c), v3 = _mm256_load_ps(w3 + c);
+            /* keep each weight vector in a register: otherwise the compiler
+             * folds it into both FMAs as a memory operand (two loads) */
+            REG_BARRIER(v0);
+            REG_BARRIER(v1);
+            REG_BARRIER(v2);
+            REG_BARRIER(v3);
+            a00 = _mm256_fmadd_ps(v0, x0, a00);
+            a01 = _mm256_fmadd_ps(v0, x1, a01);
+            a10 = _mm256_fmadd_ps(v1, x0, a10);
+            a11 = _mm256_fmadd_ps(v1, x1, a11);
+            a20 = _mm256_fmadd_ps(v2, x0, a20);
+            a21 = _mm256_fmadd_ps(v2, x1, a21);
+            a30 = _mm256_fmadd_ps(v3, x0, a30);
+            a31 = _mm256_fmadd_ps(v3, x1, a31);
         }
         float *ya = y + t * ldy, *yb = ya + ldy;
         ya[0] += hsum256(a00), ya[1] += hsum256(a10), ya[2] += hsum256(a20), ya[3] += hsum256(a30);
