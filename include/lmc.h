@@ -101,6 +101,41 @@ int32_t lmc_session_position(const lmc_session *session);
 lmc_status lmc_session_forward(lmc_session *session, const int32_t *tokens, int32_t n,
                                int all_positions, float *logits_out);
 
+/* ---- generation ---------------------------------------------------------- */
+
+typedef struct lmc_generate_params {
+    int32_t max_tokens;       /* tokens to generate (default 256) */
+    float temperature;        /* 0 = greedy (default 0.8) */
+    int32_t top_k;            /* 0 = off */
+    float top_p;              /* 1 = off */
+    float min_p;              /* 0 = off */
+    float repetition_penalty; /* 1 = off; as transformers' RepetitionPenaltyLogitsProcessor */
+    int32_t repetition_context; /* how many recent tokens the penalty sees (default 64) */
+    uint64_t seed;            /* sampling seed */
+    int ignore_eos;           /* keep going after an end-of-sequence token */
+} lmc_generate_params;
+
+void lmc_generate_params_default(lmc_generate_params *p);
+
+/* Called with each generated token; return non-zero to stop. */
+typedef int (*lmc_token_fn)(int32_t token, void *user_data);
+
+typedef struct lmc_generate_stats {
+    int32_t prompt_tokens;
+    int32_t generated_tokens;
+    double prompt_seconds;   /* prefill time */
+    double generate_seconds; /* decode time, first token after prefill to the end */
+    int stopped_by_eos;
+    int stopped_by_callback;
+} lmc_generate_stats;
+
+/* Prefills prompt[0..n) in one batch after what the session holds, then
+ * samples up to params->max_tokens tokens, calling cb for each. stats may
+ * be NULL. A stop from the callback is not an error. */
+lmc_status lmc_generate(lmc_session *session, const int32_t *prompt, int32_t n,
+                        const lmc_generate_params *params, lmc_token_fn cb, void *user_data,
+                        lmc_generate_stats *stats);
+
 /* ---- tokenizer --------------------------------------------------------- */
 
 typedef struct lmc_tokenizer lmc_tokenizer;

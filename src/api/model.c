@@ -1,0 +1,105 @@
+/* Public model and session API over the architecture table. */
+#include "models/model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+lmc_status lmc_model_load(const char *dir, lmc_model **out) {
+    *out = NULL;
+    if (!dir) return lmc_error(LMC_ERR_INVALID_ARG, "lmc_model_load: dir is NULL");
+    lmc_model *m = calloc(1, sizeof *m);
+    if (!m) return lmc_error(LMC_ERR_NOMEM, "out of memory");
+    lmc_status st;
+    char *cfg_path = lmc_path_join(dir, "config.json");
+    m->dir = lmc_strdup(dir);
+    if (!m->dir || !cfg_path) {
+        st = lmc_error(LMC_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((st = lmc_config_load(dir, &m->cfg)) != LMC_OK) goto fail;
+    m->arch = lmc_arch_find(m->cfg.model_type);
+    if (!m->arch) {
+        st = lmc_error(LMC_ERR_UNSUPPORTED, "%s: model_type '%s' is not supported (supported: %s)",
+                       cfg_path, m->cfg.model_type, lmc_arch_names());
+        goto fail;
+    }
+    if ((st = lmc_config_parse(&m->cfg, cfg_path, m->arch->defaults)) != LMC_OK) goto fail;
+    if ((st = lmc_weights_open(dir, &m->weights)) != LMC_OK) goto fail;
+    if ((st = m->arch->load(m)) != LMC_OK) goto fail;
+    free(cfg_path);
+    *out = m;
+    return LMC_OK;
+fail:
+    free(cfg_path);
+    lmc_model_free(m);
+    return st;
+}
+
+void lmc_model_free(lmc_model *m) {
+    if (!m) return;
+    if (m->arch && m->arch->free) m->arch->free(m);
+    lmc_weights_close(&m->weights);
+    lmc_config_free(&m->cfg);
+    free(m->dir);
+    free(m);
+}
+
+void lmc_model_get_info(const lmc_model *m, lmc_model_info *info) {
+    memset(info, 0, sizeof *info);
+    info->model_type = m->cfg.model_type;
+    info->vocab_size = (int32_t)m->cfg.vocab_size;
+    info->hidden_size = (int32_t)m->cfg.hidden_size;
+    info->num_layers = (int32_t)m->cfg.num_hidden_layers;
+    info->max_position_embeddings = (int32_t)m->cfg.max_position_embeddings;
+    info->bos_token_id = m->cfg.bos_token_id;
+    info->eos_token_ids = m->cfg.eos_token_ids;
+    info->num_eos_token_ids = m->cfg.n_eos;
+    info->weight_bytes = m->weights.total_bytes;
+}
+
+lmc_status lmc_session_create(lmc_model *model, int32_t max_tokens, lmc_session **out) {
+    *out = NULL;
+    if (!model) return lmc_error(LMC_ERR_INVALID_ARG, "lmc_session_create: model is NULL");
+    lmc_session *s = calloc(1, sizeof *s);
+    if (!s) return lmc_error(LMC_ERR_NOMEM, "out of memory");
+    s->model = model;
+    s->max_tokens = max_tokens > 0 ? max_tokens : model->cfg.max_position_embeddings;
+    if (s->max_tokens <= 0) s->max_tokens = 4096;
+    const lmc_model_config *c = &model->cfg;
+    lmc_status st =
+        lmc_kv_cache_init(&s->kv, c->num_hidden_layers, c->num_key_value_heads, c->head_dim,
+                          s->max_tokens);
+    if (st != LMC_OK) {
+        free(s);
+        return st;
+    }
+    *out = s;
+    return LMC_OK;
+}
+
+void lmc_session_free(lmc_session *s) {
+    if (!s) return;
+    lmc_kv_cache_free(&s->kv);
+    free(s);
+}
+
+void lmc_session_reset(lmc_session *s) { s->kv.length = 0; }
+
+int32_t lmc_session_position(const lmc_session *s) { return (int32_t)s->kv.length; }
+
+lmc_status lmc_session_forward(lmc_session *s, const int32_t *tokens, int32_t n,
+                               int all_positions, float *logits_out) {
+    if (!s || (!tokens && n > 0) || n < 0)
+        return lmc_error(LMC_ERR_INVALID_ARG, "lmc_session_forward: bad arguments");
+    if (n == 0) return lmc_error(LMC_ERR_INVALID_ARG, "lmc_session_forward: no tokens");
+    int64_t V = s->model->cfg.vocab_size;
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return lmc_error(LMC_ERR_RANGE,
+                             "token id %d at position %d is outside the vocabulary (0..%lld)",
+                             tokens[i], i, (long long)V - 1);
+    if (s->kv.length + n > s->max_tokens)
+        return lmc_error(LMC_ERR_RANGE, "%lld tokens exceed the session's context of %lld",
+                         (long long)(s->kv.length + n), (long long)s->max_tokens);
+    return s->model->arch->forward(s->model, &s->kv, tokens, n, all_positions != 0, logits_out);
+}

@@ -1,0 +1,49 @@
+/* CPU kernels: the only place with SIMD. Row-level primitives come from a
+ * table chosen once at start (AVX2/FMA/F16C when the CPU has them, generic C
+ * otherwise; LMC_NO_SIMD=1 forces generic), and ops built on them. */
+#ifndef LMC_KERNELS_H
+#define LMC_KERNELS_H
+
+#include "tensor/tensor.h"
+
+typedef struct lmc_kernel_table {
+    const char *name;
+    /* sum_i a[i] * b[i] */
+    float (*dot_f32)(const float *a, const float *b, int64_t n);
+    float (*dot_f16)(const uint16_t *w, const float *x, int64_t n);
+    float (*dot_bf16)(const uint16_t *w, const float *x, int64_t n);
+    /* out[t] = dot(w, x + t*ldx) for t < 4: one weight row against four
+     * activation rows, so each weight element is loaded once. */
+    void (*dot4_f32)(const float *w, const float *x, int64_t ldx, int64_t n, float out[4]);
+    void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
+    void (*bf16_to_f32)(const uint16_t *src, float *dst, int64_t n);
+    /* y[i] += a * x[i] */
+    void (*axpy)(float a, const float *x, float *y, int64_t n);
+} lmc_kernel_table;
+
+const lmc_kernel_table *lmc_kernels(void);
+/* The generic and, when compiled in and supported, the AVX2 tables. */
+const lmc_kernel_table *lmc_kernels_generic(void);
+const lmc_kernel_table *lmc_kernels_avx2(void); /* NULL when unsupported */
+/* Replaces the active table (tests compare paths). */
+void lmc_kernels_use(const lmc_kernel_table *table);
+
+/* y[t, r] = sum_c x[t, c] * w[r, c] for a dense float weight w [rows, cols]
+ * (F32, F16 or BF16, read in place), x [T, cols], y [T, rows]. Threaded. */
+lmc_status lmc_matmul_dense(const lmc_tensor *w, const float *x, int64_t T, float *y);
+/* Same over rows [r0, r1) of w only, writing y[t * ldy + (r - r0)]. */
+void lmc_matmul_dense_rows(const lmc_tensor *w, int64_t r0, int64_t r1, const float *x, int64_t T,
+                           float *y, int64_t ldy);
+/* One row of a float weight matrix as f32. */
+void lmc_dense_row_f32(const lmc_tensor *w, int64_t row, float *out);
+
+/* HF RMSNorm: x * rsqrt(mean(x^2) + eps) * (w + weight_offset), per row of
+ * n; w (F32/F16/BF16) may be NULL for a plain normalization. */
+void lmc_rmsnorm(const float *x, const lmc_tensor *w, float weight_offset, float eps, float *y,
+                 int64_t rows, int64_t n);
+/* In-place numerically stable softmax of n values. */
+void lmc_softmax(float *x, int64_t n);
+/* gate[i] = silu(gate[i]) * up[i] */
+void lmc_silu_mul(float *gate, const float *up, int64_t n);
+
+#endif

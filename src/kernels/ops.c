@@ -1,0 +1,162 @@
+/* Dense matmul over float weights read in place, and the small row ops. */
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ROW_BLOCK 16  /* weight rows per task, converted to f32 once for all tokens */
+#define TOKEN_BLOCK 8 /* activation rows kept hot while a row block runs */
+
+typedef struct matmul_job {
+    const lmc_tensor *w;
+    const float *x;
+    float *y;
+    int64_t T, cols, r0, n_rows, ldy;
+} matmul_job;
+
+/* Per-thread scratch for converted weight rows. */
+static _Thread_local float *tl_scratch;
+static _Thread_local size_t tl_scratch_cap;
+
+static float *scratch(size_t n) {
+    if (n > tl_scratch_cap) {
+        lmc_free_aligned(tl_scratch);
+        tl_scratch = lmc_alloc_aligned(n * sizeof(float));
+        tl_scratch_cap = tl_scratch ? n : 0;
+    }
+    return tl_scratch;
+}
+
+static inline const void *row_ptr(const lmc_tensor *w, int64_t r, int64_t cols) {
+    return (const uint8_t *)w->data + (size_t)r * (size_t)cols * lmc_dtype_size(w->dtype);
+}
+
+void lmc_dense_row_f32(const lmc_tensor *w, int64_t row, float *out) {
+    const lmc_kernel_table *k = lmc_kernels();
+    int64_t cols = w->shape[w->ndim - 1];
+    const void *p = row_ptr(w, row, cols);
+    switch (w->dtype) {
+    case LMC_DTYPE_F32: memcpy(out, p, (size_t)cols * 4); break;
+    case LMC_DTYPE_F16: k->f16_to_f32(p, out, cols); break;
+    case LMC_DTYPE_BF16: k->bf16_to_f32(p, out, cols); break;
+    default: memset(out, 0, (size_t)cols * 4); break;
+    }
+}
+
+static void matvec_body(void *ctx, int64_t b, int64_t e, int worker) {
+    const matmul_job *j = ctx;
+    const lmc_kernel_table *k = lmc_kernels();
+    for (int64_t r = b; r < e; r++) {
+        const void *p = row_ptr(j->w, j->r0 + r, j->cols);
+        float v;
+        switch (j->w->dtype) {
+        case LMC_DTYPE_F32: v = k->dot_f32(p, j->x, j->cols); break;
+        case LMC_DTYPE_F16: v = k->dot_f16(p, j->x, j->cols); break;
+        default: v = k->dot_bf16(p, j->x, j->cols); break;
+        }
+        j->y[r] = v;
+    }
+}
+
+static void matmul_body(void *ctx, int64_t b, int64_t e, int worker) {
+    const matmul_job *j = ctx;
+    const lmc_kernel_table *k = lmc_kernels();
+    int64_t cols = j->cols;
+    for (int64_t blk = b; blk < e; blk++) {
+        int64_t r_begin = blk * ROW_BLOCK;
+        int64_t r_end = r_begin + ROW_BLOCK < j->n_rows ? r_begin + ROW_BLOCK : j->n_rows;
+        const float *wrows;
+        float *s = NULL;
+        if (j->w->dtype == LMC_DTYPE_F32) {
+            wrows = row_ptr(j->w, j->r0 + r_begin, cols);
+        } else {
+            s = scratch((size_t)ROW_BLOCK * (size_t)cols);
+            for (int64_t r = r_begin; s && r < r_end; r++)
+                lmc_dense_row_f32(j->w, j->r0 + r, s + (r - r_begin) * cols);
+            wrows = s;
+        }
+        for (int64_t t0 = 0; t0 < j->T; t0 += TOKEN_BLOCK) {
+            int64_t t1 = t0 + TOKEN_BLOCK < j->T ? t0 + TOKEN_BLOCK : j->T;
+            for (int64_t r = r_begin; r < r_end; r++) {
+                if (!wrows) { /* no scratch memory: slow but correct */
+                    for (int64_t t = t0; t < t1; t++) {
+                        matmul_job one = *j;
+                        one.x = j->x + t * cols;
+                        one.y = j->y + t * j->ldy;
+                        matvec_body(&one, r, r + 1, worker);
+                    }
+                    continue;
+                }
+                const float *wr = wrows + (r - r_begin) * cols;
+                int64_t t = t0;
+                for (; t + 4 <= t1; t += 4) {
+                    float out[4];
+                    k->dot4_f32(wr, j->x + t * cols, cols, cols, out);
+                    for (int q = 0; q < 4; q++) j->y[(t + q) * j->ldy + r] = out[q];
+                }
+                for (; t < t1; t++) j->y[t * j->ldy + r] = k->dot_f32(wr, j->x + t * cols, cols);
+            }
+        }
+    }
+}
+
+void lmc_matmul_dense_rows(const lmc_tensor *w, int64_t r0, int64_t r1, const float *x, int64_t T,
+                           float *y, int64_t ldy) {
+    matmul_job j = {.w = w, .x = x, .y = y, .T = T, .cols = w->shape[w->ndim - 1], .r0 = r0,
+                    .n_rows = r1 - r0, .ldy = ldy};
+    if (T == 1) {
+        lmc_parallel_for(j.n_rows, 16, matvec_body, &j);
+        return;
+    }
+    int64_t blocks = (j.n_rows + ROW_BLOCK - 1) / ROW_BLOCK;
+    lmc_parallel_for(blocks, 1, matmul_body, &j);
+}
+
+lmc_status lmc_matmul_dense(const lmc_tensor *w, const float *x, int64_t T, float *y) {
+    if (w->ndim != 2 || (w->dtype != LMC_DTYPE_F32 && w->dtype != LMC_DTYPE_F16 &&
+                         w->dtype != LMC_DTYPE_BF16))
+        return lmc_error(LMC_ERR_UNSUPPORTED, "matmul: tensor '%s' is %dD %s, need a 2D float",
+                         w->name ? w->name : "?", w->ndim, lmc_dtype_name(w->dtype));
+    lmc_matmul_dense_rows(w, 0, w->shape[0], x, T, y, w->shape[0]);
+    return LMC_OK;
+}
+
+void lmc_rmsnorm(const float *x, const lmc_tensor *w, float weight_offset, float eps, float *y,
+                 int64_t rows, int64_t n) {
+    float *wf = w ? scratch((size_t)n) : NULL;
+    if (w && wf) {
+        if (w->dtype == LMC_DTYPE_F32) memcpy(wf, w->data, (size_t)n * 4);
+        else lmc_convert_to_f32(w->dtype, w->data, wf, n);
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        double ss = 0;
+        for (int64_t i = 0; i < n; i++) ss += (double)xr[i] * xr[i];
+        float inv = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+        if (wf)
+            for (int64_t i = 0; i < n; i++) yr[i] = (xr[i] * inv) * (wf[i] + weight_offset);
+        else
+            for (int64_t i = 0; i < n; i++) yr[i] = xr[i] * inv;
+    }
+}
+
+void lmc_softmax(float *x, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        s += x[i];
+    }
+    float inv = (float)(1.0 / s);
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+void lmc_silu_mul(float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i];
+        gate[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}

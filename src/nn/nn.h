@@ -1,0 +1,93 @@
+/* Layers built from kernels: linear, embedding, rope, attention, KV cache.
+ * Weights are bound by name from an lmc_weights and read in place. */
+#ifndef LMC_NN_H
+#define LMC_NN_H
+
+#include "kernels/kernels.h"
+#include "models/config.h"
+#include "tensor/safetensors.h"
+
+/* ---- linear ---- */
+
+typedef struct lmc_linear {
+    const lmc_tensor *weight; /* dense [out, in] */
+    const lmc_tensor *bias;   /* [out] or NULL */
+    int64_t in, out;
+} lmc_linear;
+
+/* Binds prefix.weight (and prefix.bias when has_bias) checking the shape
+ * [out, in]; errors name the key and both shapes. */
+lmc_status lmc_linear_bind(lmc_linear *l, const lmc_weights *w, const char *prefix, int64_t in,
+                           int64_t out, bool has_bias);
+/* y [T, out] = x [T, in] W^T + b */
+void lmc_linear_forward(const lmc_linear *l, const float *x, int64_t T, float *y);
+
+/* ---- embedding ---- */
+
+typedef struct lmc_embedding {
+    const lmc_tensor *weight; /* [vocab, dim] */
+    int64_t vocab, dim;
+} lmc_embedding;
+
+lmc_status lmc_embedding_bind(lmc_embedding *e, const lmc_weights *w, const char *name,
+                              int64_t vocab, int64_t dim);
+/* out [n, dim]; ids must be in range (checked by the caller). */
+void lmc_embedding_lookup(const lmc_embedding *e, const int32_t *ids, int64_t n, float *out);
+/* The embedding as an output projection (tied heads): logits = x E^T. */
+void lmc_embedding_as_linear(const lmc_embedding *e, const float *x, int64_t T, float *y);
+
+/* ---- rotary position embedding (HF rotate-half layout) ---- */
+
+typedef struct lmc_rope {
+    int64_t head_dim;
+    int64_t rotary_dim; /* <= head_dim; the first rotary_dim dims rotate */
+    float *inv_freq;    /* [rotary_dim / 2] */
+    float attention_scaling;
+} lmc_rope;
+
+/* inv_freq as transformers' ROPE_INIT_FUNCTIONS compute it. */
+lmc_status lmc_rope_init(lmc_rope *r, const lmc_rope_config *cfg, int64_t head_dim,
+                         int64_t max_position_embeddings);
+void lmc_rope_free(lmc_rope *r);
+/* Rotates x [T, n_heads, head_dim] in place; token t sits at positions[t]. */
+void lmc_rope_apply(const lmc_rope *r, float *x, int64_t T, int64_t n_heads,
+                    const int32_t *positions);
+
+/* ---- KV cache ---- */
+
+typedef struct lmc_kv_layer {
+    float *k, *v; /* [n_kv_heads, capacity, head_dim] */
+} lmc_kv_layer;
+
+typedef struct lmc_kv_cache {
+    lmc_kv_layer *layers;
+    int64_t n_layers, n_kv_heads, head_dim;
+    int64_t capacity; /* positions allocated */
+    int64_t max_capacity;
+    int64_t length; /* positions filled */
+} lmc_kv_cache;
+
+lmc_status lmc_kv_cache_init(lmc_kv_cache *c, int64_t n_layers, int64_t n_kv_heads,
+                             int64_t head_dim, int64_t max_capacity);
+/* Makes room for `needed` positions (grows geometrically up to max). */
+lmc_status lmc_kv_cache_reserve(lmc_kv_cache *c, int64_t needed);
+void lmc_kv_cache_free(lmc_kv_cache *c);
+/* Stores k, v [T, n_kv_heads, head_dim] of layer at positions start.. */
+void lmc_kv_cache_store(lmc_kv_cache *c, int64_t layer, int64_t start, const float *k,
+                        const float *v, int64_t T);
+
+/* ---- attention ---- */
+
+typedef struct lmc_attention_params {
+    int64_t n_heads, n_kv_heads, head_dim;
+    float scale;          /* usually 1/sqrt(head_dim) */
+    int64_t sliding_window; /* 0 = none; else key j is seen by query i when i - j < window */
+    float softcap;        /* 0 = none */
+} lmc_attention_params;
+
+/* Causal attention of q [T, n_heads, head_dim] at positions start..start+T-1
+ * over the layer's cached keys/values 0..start+T-1; out [T, n_heads*head_dim]. */
+void lmc_attention(const lmc_attention_params *p, const lmc_kv_cache *c, int64_t layer,
+                   const float *q, int64_t start, int64_t T, float *out);
+
+#endif
