@@ -25,6 +25,8 @@ lmc_status lmc_model_load(const char *dir, lmc_model **out) {
     }
     if ((st = lmc_config_parse(&m->cfg, cfg_path, m->arch->defaults)) != LMC_OK) goto fail;
     if ((st = lmc_weights_open(dir, &m->weights)) != LMC_OK) goto fail;
+    if ((st = lmc_config_quantization(&m->cfg, cfg_path, &m->weights.quantization)) != LMC_OK)
+        goto fail;
     if ((st = m->arch->load(m)) != LMC_OK) goto fail;
     free(cfg_path);
     *out = m;

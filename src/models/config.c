@@ -129,3 +129,25 @@ lmc_status lmc_config_parse(lmc_model_config *cfg, const char *what,
                          (long long)cfg->num_key_value_heads);
     return parse_rope(cfg, what);
 }
+
+lmc_status lmc_config_quantization(const lmc_model_config *cfg, const char *what,
+                                   const json_t **out) {
+    *out = NULL;
+    const json_t *q = json_object_get(cfg->json, "quantization");
+    if (!json_is_object(q)) {
+        q = json_object_get(cfg->json, "quantization_config");
+        if (!json_is_object(q)) return LMC_OK;
+        const char *method = lmc_json_string(q, "quant_method", NULL, NULL);
+        if (method)
+            return lmc_error(LMC_ERR_UNSUPPORTED,
+                             "%s: quantization_config quant_method '%s' is not supported (MLX "
+                             "affine quantization is)",
+                             what, method);
+    }
+    const char *mode = lmc_json_string(q, "mode", "affine", NULL);
+    if (strcmp(mode, "affine") != 0)
+        return lmc_error(LMC_ERR_UNSUPPORTED,
+                         "%s: quantization mode '%s' is not supported (affine is)", what, mode);
+    *out = q;
+    return LMC_OK;
+}

@@ -66,5 +66,10 @@ lmc_status lmc_config_load(const char *dir, lmc_model_config *cfg);
 lmc_status lmc_config_parse(lmc_model_config *cfg, const char *what,
                             const lmc_config_defaults *defaults);
 void lmc_config_free(lmc_model_config *cfg);
+/* config.json's MLX quantization object ("quantization", or an MLX-style
+ * "quantization_config"), borrowed; NULL when dense. Other schemes (GPTQ,
+ * AWQ, a non-affine mode) are refused with a clear error. */
+lmc_status lmc_config_quantization(const lmc_model_config *cfg, const char *what,
+                                   const json_t **out);
 
 #endif

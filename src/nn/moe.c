@@ -126,6 +126,9 @@ static void expert_view(lmc_tensor *view, const lmc_tensor *stacked, int64_t e) 
     view->data = (const uint8_t *)stacked->data + (size_t)e * view->nbytes;
 }
 
+/* Stacked experts as mlx-lm's SwitchLinear stores them: a dense
+ * [E, out, in] weight, or a quantized one (U32 [E, out, in*bits/32] with
+ * scales and biases [E, out, in/group]). Each expert is a view. */
 static lmc_status bind_stacked(lmc_moe *m, const lmc_weights *w, const char *prefix,
                                const char *const names[3], int64_t hidden, int64_t inter) {
     lmc_linear *dst[3] = {m->gate, m->up, m->down};
@@ -133,16 +136,46 @@ static lmc_status bind_stacked(lmc_moe *m, const lmc_weights *w, const char *pre
     m->views = calloc((size_t)(3 * E), sizeof *m->views);
     if (!m->views) return lmc_error(LMC_ERR_NOMEM, "out of memory");
     for (int j = 0; j < 3; j++) {
-        char name[512];
-        snprintf(name, sizeof name, "%s.%s.weight", prefix, names[j]);
-        int64_t shape[3] = {E, j == 2 ? hidden : inter, j == 2 ? inter : hidden};
+        char module[512], name[600];
+        snprintf(module, sizeof module, "%s.%s", prefix, names[j]);
+        int64_t out = j == 2 ? hidden : inter, in = j == 2 ? inter : hidden;
+        snprintf(name, sizeof name, "%s.scales", module);
+        const lmc_tensor *scales = lmc_weights_find(w, name);
+        snprintf(name, sizeof name, "%s.weight", module);
         const lmc_tensor *t;
-        lmc_status st = lmc_weights_get_shaped(w, name, 3, shape, &t);
-        if (st != LMC_OK) return st;
+        lmc_status st;
+        if (scales) {
+            if ((st = lmc_weights_get(w, name, &t)) != LMC_OK) return st;
+            snprintf(name, sizeof name, "%s.biases", module);
+            const lmc_tensor *biases;
+            if ((st = lmc_weights_get(w, name, &biases)) != LMC_OK) return st;
+            int64_t packed_shape[3] = {E, out, -1}, scale_shape[3] = {E, out, -1};
+            snprintf(name, sizeof name, "%s.weight", module);
+            if ((st = lmc_weights_get_shaped(w, name, 3, packed_shape, &t)) != LMC_OK) return st;
+            snprintf(name, sizeof name, "%s.scales", module);
+            if ((st = lmc_weights_get_shaped(w, name, 3, scale_shape, &scales)) != LMC_OK)
+                return st;
+            int bits, group;
+            if ((st = lmc_quant_params(w, module, t, scales, in, &bits, &group)) != LMC_OK)
+                return st;
+            lmc_qweight all;
+            st = lmc_qweight_from_tensors(t, scales, biases, bits, group, module, &all);
+            if (st != LMC_OK) return lmc_error_prefix(st, "%s", w->dir);
+            for (int64_t e = 0; e < E; e++)
+                dst[j][e] = (lmc_linear){.weight = t, .quantized = true,
+                                         .qw = lmc_qweight_rows(&all, e * out, out), .in = in,
+                                         .out = out};
+            continue;
+        }
+        int64_t shape[3] = {E, out, in};
+        if ((st = lmc_weights_get_shaped(w, name, 3, shape, &t)) != LMC_OK) return st;
+        if (t->dtype != LMC_DTYPE_F32 && t->dtype != LMC_DTYPE_F16 && t->dtype != LMC_DTYPE_BF16)
+            return lmc_error(LMC_ERR_FORMAT, "%s: '%s' has dtype %s and no scales", w->dir, name,
+                             lmc_dtype_name(t->dtype));
         for (int64_t e = 0; e < E; e++) {
             lmc_tensor *v = &m->views[j * E + e];
             expert_view(v, t, e);
-            dst[j][e] = (lmc_linear){.weight = v, .in = shape[2], .out = shape[1]};
+            dst[j][e] = (lmc_linear){.weight = v, .in = in, .out = out};
         }
     }
     return LMC_OK;
