@@ -65,6 +65,9 @@ int cmd_generate(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--ignore-eos")) p.ignore_eos = 1;
         else if (!strcmp(argv[i], "--print-ids")) print_ids = true;
         else if (!strcmp(argv[i], "--stats")) show_stats = true;
+        else if (!strcmp(argv[i], "--exact")) {
+            /* activations are always f32 (the exact path); accepted for scripts */
+        }
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage();
             return 0;

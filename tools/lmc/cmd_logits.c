@@ -22,6 +22,8 @@ int cmd_logits(int argc, char **argv) {
             long n;
             if (!v || !cli_parse_int(v, &n) || n < 0) return cli_fail("logits", "bad --threads");
             lmc_set_num_threads((int)n);
+        } else if (!strcmp(argv[i], "--exact")) {
+            /* activations are always f32 (the exact path); accepted for scripts that ask */
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage();
             return 0;
