@@ -15,12 +15,26 @@ lmc_status lmc_config_load(const char *dir, lmc_model_config *cfg) {
             st = lmc_error(LMC_ERR_FORMAT, "%s: no string 'model_type'", path);
     }
     free(path);
+    if (st == LMC_OK) {
+        /* generation_config.json is optional; a broken one is ignored as
+         * transformers ignores it when it cannot be parsed. */
+        char *gen = lmc_path_join(dir, "generation_config.json");
+        json_t *g = NULL;
+        if (gen && lmc_file_exists(gen) && lmc_json_load_file(gen, &g) == LMC_OK &&
+            json_is_object(g))
+            cfg->gen_json = g;
+        else if (g)
+            json_decref(g);
+        free(gen);
+        lmc_clear_error();
+    }
     if (st != LMC_OK) lmc_config_free(cfg);
     return st;
 }
 
 void lmc_config_free(lmc_model_config *cfg) {
     if (cfg->json) json_decref(cfg->json);
+    if (cfg->gen_json) json_decref(cfg->gen_json);
     memset(cfg, 0, sizeof *cfg);
 }
 
@@ -68,21 +82,36 @@ static lmc_status parse_rope(lmc_model_config *cfg, const char *what) {
                      what, type);
 }
 
-static void parse_eos(lmc_model_config *cfg, const json_t *j, int32_t def) {
+static void add_eos(lmc_model_config *cfg, int32_t id) {
+    for (int i = 0; i < cfg->n_eos; i++)
+        if (cfg->eos_token_ids[i] == id) return;
+    if (cfg->n_eos < LMC_MAX_EOS) cfg->eos_token_ids[cfg->n_eos++] = id;
+}
+
+/* eos_token_id: an int or a list; returns whether the key held any. */
+static bool read_eos(lmc_model_config *cfg, const json_t *j) {
     const json_t *e = json_object_get(j, "eos_token_id");
-    cfg->n_eos = 0;
     if (json_is_integer(e)) {
-        cfg->eos_token_ids[cfg->n_eos++] = (int32_t)json_integer_value(e);
-    } else if (json_is_array(e)) {
-        size_t i;
-        json_t *v;
-        json_array_foreach(e, i, v) {
-            if (json_is_integer(v) && cfg->n_eos < LMC_MAX_EOS)
-                cfg->eos_token_ids[cfg->n_eos++] = (int32_t)json_integer_value(v);
-        }
-    } else if (def >= 0) {
-        cfg->eos_token_ids[cfg->n_eos++] = def;
+        add_eos(cfg, (int32_t)json_integer_value(e));
+        return true;
     }
+    if (!json_is_array(e)) return false;
+    size_t i;
+    json_t *v;
+    json_array_foreach(e, i, v) {
+        if (json_is_integer(v)) add_eos(cfg, (int32_t)json_integer_value(v));
+    }
+    return json_array_size(e) > 0;
+}
+
+/* The stop ids: config.json's, plus generation_config.json's (instruct
+ * models list their end-of-turn tokens there), as mlx-lm and transformers'
+ * generate use them. */
+static void parse_eos(lmc_model_config *cfg, const json_t *j, int32_t def) {
+    cfg->n_eos = 0;
+    bool any = read_eos(cfg, j);
+    if (cfg->gen_json) any = read_eos(cfg, cfg->gen_json) || any;
+    if (!any && def >= 0) add_eos(cfg, def);
 }
 
 lmc_status lmc_config_parse(lmc_model_config *cfg, const char *what,

@@ -28,7 +28,8 @@ typedef struct lmc_rope_config {
 } lmc_rope_config;
 
 typedef struct lmc_model_config {
-    json_t *json; /* the whole config.json (owned) */
+    json_t *json;     /* the whole config.json (owned) */
+    json_t *gen_json; /* generation_config.json when present (owned), else NULL */
     const char *model_type;
     int64_t vocab_size;
     int64_t hidden_size;
