@@ -66,5 +66,10 @@ lmc_status lmc_config_load(const char *dir, lmc_model_config *cfg);
 lmc_status lmc_config_parse(lmc_model_config *cfg, const char *what,
                             const lmc_config_defaults *defaults);
 void lmc_config_free(lmc_model_config *cfg);
+/* lmc_config_load's parsing step over config.json text in memory (`what`
+ * names it in errors): JSON, an object, a string model_type. On failure cfg
+ * is left empty. Used by lmc_config_load and the fuzzer. */
+lmc_status lmc_config_load_text(const char *text, size_t len, const char *what,
+                                lmc_model_config *cfg);
 
 #endif

@@ -28,12 +28,23 @@ typedef struct llama {
 
 static lmc_status bind_norm(const lmc_weights *w, const char *name, int64_t n,
                             const lmc_tensor **out) {
-    return lmc_weights_get_shaped(w, name, 1, &n, out);
+    lmc_status st = lmc_weights_get_shaped(w, name, 1, &n, out);
+    if (st != LMC_OK) return st;
+    lmc_dtype dt = (*out)->dtype;
+    if (dt != LMC_DTYPE_F32 && dt != LMC_DTYPE_F16 && dt != LMC_DTYPE_BF16)
+        return lmc_error(LMC_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s (need F32/F16/BF16)",
+                         w->dir, name, lmc_dtype_name(dt));
+    return LMC_OK;
 }
 
 static lmc_status llama_load(lmc_model *m) {
     const lmc_model_config *c = &m->cfg;
     const lmc_weights *w = &m->weights;
+    /* The MLP below is SwiGLU; another activation would run silently wrong. */
+    if (strcmp(c->hidden_act, "silu") != 0)
+        return lmc_error(LMC_ERR_UNSUPPORTED,
+                         "%s/config.json: hidden_act '%s' is not supported (silu)", m->dir,
+                         c->hidden_act);
     llama *L = calloc(1, sizeof *L);
     if (!L) return lmc_error(LMC_ERR_NOMEM, "out of memory");
     m->impl = L;
@@ -71,7 +82,7 @@ static lmc_status llama_load(lmc_model *m) {
         if (st != LMC_OK) return st;
     }
     if ((st = lmc_rope_init(&L->rope, &c->rope, hd, c->max_position_embeddings)) != LMC_OK)
-        return st;
+        return lmc_error_prefix(st, "%s/config.json", m->dir);
     L->attn = (lmc_attention_params){.n_heads = nh, .n_kv_heads = nkv, .head_dim = hd,
                                      .scale = (float)(1.0 / sqrt((double)hd))};
     if (!strcmp(c->model_type, "mistral")) L->attn.sliding_window = c->sliding_window;

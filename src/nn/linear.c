@@ -19,6 +19,11 @@ lmc_status lmc_linear_bind(lmc_linear *l, const lmc_weights *w, const char *pref
         snprintf(name, sizeof name, "%s.bias", prefix);
         st = lmc_weights_get_shaped(w, name, 1, &shape[0], &l->bias);
         if (st != LMC_OK) return st;
+        if (l->bias->dtype != LMC_DTYPE_F32 && l->bias->dtype != LMC_DTYPE_F16 &&
+            l->bias->dtype != LMC_DTYPE_BF16)
+            return lmc_error(LMC_ERR_UNSUPPORTED,
+                             "%s: tensor '%s' has dtype %s (need F32/F16/BF16)", w->dir, name,
+                             lmc_dtype_name(l->bias->dtype));
     }
     l->in = in;
     l->out = out;

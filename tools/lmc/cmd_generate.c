@@ -69,13 +69,12 @@ int cmd_generate(int argc, char **argv) {
             usage();
             return 0;
         } else {
-            usage();
-            return cli_fail("generate", "unknown option '%s'", argv[i]);
+            return cli_fail("generate", "unknown option '%s' (see 'lmc generate --help')", argv[i]);
         }
     }
     if (!model_dir || !tokens_arg) {
-        usage();
-        return cli_fail("generate", "--model and --tokens are required");
+        return cli_fail("generate",
+                        "--model and --tokens are required (see 'lmc generate --help')");
     }
     if (!print_ids)
         return cli_fail("generate", "text output needs a tokenizer; use --print-ids with --tokens");
