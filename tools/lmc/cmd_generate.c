@@ -80,8 +80,10 @@ int cmd_generate(int argc, char **argv) {
         return cli_fail("generate", "text output needs a tokenizer; use --print-ids with --tokens");
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    if (!cli_parse_ids(tokens_arg, &ids, &n_ids) || n_ids == 0)
+    if (!cli_parse_ids(tokens_arg, &ids, &n_ids) || n_ids == 0) {
+        free(ids);
         return cli_fail("generate", "--tokens must be a comma-separated list of token ids");
+    }
     lmc_model *model = NULL;
     lmc_session *sess = NULL;
     int rc = 1;

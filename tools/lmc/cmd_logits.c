@@ -35,8 +35,10 @@ int cmd_logits(int argc, char **argv) {
     }
     int32_t *ids = NULL;
     size_t n = 0;
-    if (!cli_parse_ids(tokens_arg, &ids, &n) || n == 0)
+    if (!cli_parse_ids(tokens_arg, &ids, &n) || n == 0) {
+        free(ids);
         return cli_fail("logits", "--tokens must be a comma-separated list of token ids");
+    }
     lmc_model *model = NULL;
     lmc_session *sess = NULL;
     float *logits = NULL;
