@@ -218,6 +218,9 @@ static void test_index_path_in_weight_map(void **state) {
                              json_string("..")));
     EXPECT_LOAD(s, LMC_ERR_FORMAT, index, "'..' is not a plain file name");
     assert_true(bi_edit_json(s->dir, "model.safetensors.index.json", "weight_map." LAYER1_DOWN,
+                             json_string("")));
+    EXPECT_LOAD(s, LMC_ERR_FORMAT, index, "'' is not a plain file name");
+    assert_true(bi_edit_json(s->dir, "model.safetensors.index.json", "weight_map." LAYER1_DOWN,
                              json_integer(3)));
     EXPECT_LOAD(s, LMC_ERR_FORMAT, index, "weight_map['" LAYER1_DOWN "'] is not a file name");
     free(index);
