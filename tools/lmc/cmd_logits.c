@@ -28,18 +28,19 @@ int cmd_logits(int argc, char **argv) {
             usage();
             return 0;
         } else {
-            usage();
-            return cli_fail("logits", "unknown option '%s'", argv[i]);
+            return cli_fail("logits", "unknown option '%s' (see 'lmc logits --help')", argv[i]);
         }
     }
     if (!model_dir || !tokens_arg || !out_path) {
-        usage();
-        return cli_fail("logits", "--model, --tokens and --out are required");
+        return cli_fail("logits",
+                        "--model, --tokens and --out are required (see 'lmc logits --help')");
     }
     int32_t *ids = NULL;
     size_t n = 0;
-    if (!cli_parse_ids(tokens_arg, &ids, &n) || n == 0)
+    if (!cli_parse_ids(tokens_arg, &ids, &n) || n == 0) {
+        free(ids);
         return cli_fail("logits", "--tokens must be a comma-separated list of token ids");
+    }
     lmc_model *model = NULL;
     lmc_session *sess = NULL;
     float *logits = NULL;
@@ -69,6 +70,10 @@ int cmd_logits(int argc, char **argv) {
     /* Write to a temporary file and rename, so a failure leaves nothing. */
     size_t plen = strlen(out_path) + 32;
     char *tmp = malloc(plen);
+    if (!tmp) {
+        rc = cli_fail("logits", "out of memory");
+        goto done;
+    }
     snprintf(tmp, plen, "%s.tmp.%ld", out_path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     size_t count = n * (size_t)info.vocab_size;
