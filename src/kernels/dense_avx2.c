@@ -4,6 +4,7 @@
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
+#include <cpuid.h>
 
 static inline float hsum(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
@@ -114,10 +115,16 @@ static const lmc_kernel_table avx2_table = {
     .axpy = axpy,
 };
 
+/* F16C from CPUID leaf 1, ECX bit 29: clang before 15 rejects
+ * __builtin_cpu_supports("f16c"). */
+static bool has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+
 const lmc_kernel_table *lmc_kernels_avx2(void) {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
         return &avx2_table;
     return NULL;
 }

@@ -59,7 +59,9 @@ static lmc_status qwen_moe_load(lmc_model *m, bool qwen3) {
     int64_t step = lmc_json_int(j, "decoder_sparse_step", 1, NULL);
     bool norm_topk = lmc_json_bool(j, "norm_topk_prob", false, NULL);
     const json_t *mlp_only = json_object_get(j, "mlp_only_layers");
-    bool qkv_bias = qwen3 ? c->attention_bias : lmc_json_bool(j, "qkv_bias", true, NULL);
+    /* qwen2_moe: qkv_bias when the config has it, else whether the file has the biases */
+    bool has_bias = lmc_weights_find(w, "model.layers.0.self_attn.q_proj.bias") != NULL;
+    bool qkv_bias = qwen3 ? c->attention_bias : lmc_json_bool(j, "qkv_bias", has_bias, NULL);
     bool o_bias = qwen3 ? c->attention_bias : false;
     float eps = (float)c->rms_norm_eps;
     static const char *const stacked[4] = {"switch_mlp", "gate_proj", "up_proj", "down_proj"};
