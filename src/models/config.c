@@ -136,6 +136,12 @@ static lmc_status parse_rope(lmc_model_config *cfg, const char *what) {
     if (r->original_max_position_embeddings < 0)
         return lmc_error(LMC_ERR_FORMAT, "%s: original_max_position_embeddings = %lld is negative",
                          what, (long long)r->original_max_position_embeddings);
+    /* transformers' standardize_rope_params: for longrope a top-level
+     * original_max_position_embeddings (Phi-3) takes priority. */
+    if ((!strcmp(type, "longrope") || !strcmp(type, "su")) &&
+        json_is_integer(json_object_get(j, "original_max_position_embeddings")))
+        r->original_max_position_embeddings =
+            lmc_json_int(j, "original_max_position_embeddings", 0, NULL);
     static const struct {
         const char *name;
         lmc_rope_type type;
