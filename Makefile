@@ -11,10 +11,14 @@ all: build
 
 # Debian packages the build and tests need (run as root, or via sudo).
 DEPS = build-essential cmake pkg-config clang libjansson-dev libpcre2-dev libutf8proc-dev \
-       libcmocka-dev libopenblas-dev libstb-dev libmicrohttpd-dev python3 npm
+       libcmocka-dev libopenblas-dev libstb-dev libmicrohttpd-dev python3
+# npm (to fetch the real tokenizers the tests use) comes from Debian only when
+# no Node.js is installed: Debian's npm conflicts with other Node.js builds.
 setup:
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(DEPS)
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(DEPS) && \
+	if ! command -v npm >/dev/null 2>&1; then \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq npm; fi
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
