@@ -336,9 +336,7 @@ static lmc_status f_indent(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
             else if (ch == 0xe2 && i + 2 < len && (unsigned char)d[i + 1] == 0x80 &&
                      ((unsigned char)d[i + 2] == 0xa8 || (unsigned char)d[i + 2] == 0xa9)) nl = 3;
             if (!nl) continue;
-        } else if (start == len && !first_line) {
-            break; /* the appended "\n" ends the last line */
-        }
+        } /* at i == len the appended "\n" ends the last line */
         size_t line_len = i - start;
         if (!first_line) {
             if ((st = tpl_buf_putc(&b, '\n')) != LMC_OK) return st;
