@@ -103,6 +103,11 @@ lmc_status tpl_str_strip(tpl_ctx *c, tv s, tv chars, bool left, bool right, tv *
 lmc_status tpl_str_case(tpl_ctx *c, tv s, int mode, tv *out); /* 0 lower 1 upper 2 capitalize 3 str.title */
 lmc_status tpl_str_replace(tpl_ctx *c, tv s, tv old, tv rep, int64_t count, tv *out);
 bool tpl_str_contains(tv hay, tv needle);
+
+/* Operators (operators.c). */
+lmc_status tpl_binary(tpl_ctx *c, const node *at, bin_op op, tv a, tv b, tv *out);
+lmc_status tpl_compare_op(cmp_op op, tv a, tv b, bool *out);
+lmc_status tpl_slice(tpl_ctx *c, const node *at, tv obj, const tv parts[3], tv *out);
 lmc_status tpl_contains(tv container, tv item, bool *out);
 
 #endif

@@ -12,7 +12,7 @@ bool tv_make_str(tpl_arena *a, const char *s, size_t len, tv *out) {
     tv_str *p = tpl_alloc(a, sizeof *p + len + 1);
     if (!p) return false;
     p->len = len;
-    if (len) memcpy(p->data, s, len);
+    if (len && s) memcpy(p->data, s, len);
     p->data[len] = '\0';
     out->type = TV_STRING;
     out->u.s = p;
@@ -218,7 +218,7 @@ lmc_status tv_compare(tv a, tv b, int *cmp) {
     }
     if (a.type == TV_UNDEFINED || b.type == TV_UNDEFINED) {
         tv u = a.type == TV_UNDEFINED ? a : b;
-        if (u.u.undef_name) return lmc_error(LMC_ERR_FORMAT, "'%s' is undefined", u.u.undef_name);
+        if (u.u.undef_name) return lmc_error(LMC_ERR_FORMAT, "%s", u.u.undef_name);
         return lmc_error(LMC_ERR_FORMAT, "undefined value used in a comparison");
     }
     return lmc_error(LMC_ERR_FORMAT, "'<' not supported between instances of '%s' and '%s'",

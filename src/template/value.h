@@ -83,7 +83,8 @@ static inline tv tv_bool(bool b) { return (tv){.type = TV_BOOL, .u.b = b}; }
 static inline tv tv_int(int64_t i) { return (tv){.type = TV_INT, .u.i = i}; }
 static inline tv tv_float(double f) { return (tv){.type = TV_FLOAT, .u.f = f}; }
 
-/* Constructors: false when the arena refuses (see tpl_arena_status). */
+/* Constructors: false when the arena refuses (see tpl_arena_status).
+ * tv_make_str with s == NULL leaves the len bytes zeroed for the caller. */
 bool tv_make_str(tpl_arena *a, const char *s, size_t len, tv *out);
 bool tv_make_list(tpl_arena *a, size_t cap, bool is_tuple, tv *out);
 bool tv_make_dict(tpl_arena *a, size_t cap, tv_type type, tv *out);
