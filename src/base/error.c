@@ -31,7 +31,7 @@ lmc_status lmc_error_prefix(lmc_status status, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
-    snprintf(g_error, sizeof g_error, "%s: %s", prefix, old);
+    if (snprintf(g_error, sizeof g_error, "%s: %s", prefix, old) < 0) g_error[0] = '\0';
     return status;
 }
 
