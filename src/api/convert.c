@@ -334,79 +334,85 @@ static lmc_dtype out_dtype(const plan *pl, lmc_dtype dt) {
 static lmc_status plan_items(plan *pl) {
     lmc_status st;
     if (pl->p->quant_predicate && (st = prepare_mixed(pl)) != LMC_OK) return st;
-    for (size_t i = 0; i < pl->n_t; i++) {
-        cv_tensor *t = &pl->t[i];
-        if (t->used) continue;
-        char prefix[512];
-        cv_tensor *s = NULL, *b = NULL;
-        if (ends_with(t->name, ".weight") && t->dtype == LMC_DTYPE_U32) {
-            snprintf(prefix, sizeof prefix, "%.*s", (int)(strlen(t->name) - 7), t->name);
-            char name[600];
-            snprintf(name, sizeof name, "%s.scales", prefix);
-            s = find_tensor(pl, name);
-            snprintf(name, sizeof name, "%s.biases", prefix);
-            b = find_tensor(pl, name);
-        }
-        if (s && b) { /* a stored quantized module */
-            if (!pl->in_quant)
-                return lmc_error(LMC_ERR_FORMAT,
-                                 "%s: '%s' is stored quantized but config.json has no "
-                                 "\"quantization\"",
-                                 pl->p->input_dir, prefix);
-            int bits = 0, group = 0;
-            int64_t cols = 0;
-            if ((st = module_quant(pl, prefix, t, s, &bits, &group, &cols)) != LMC_OK) return st;
-            s->used = b->used = t->used = true;
-            uint64_t rows = (uint64_t)(numel(t) / t->shape[t->ndim - 1]);
-            if (pl->p->dequantize) {
-                cv_item *it = new_item(pl, CV_DEQUANTIZE, prefix);
-                if (!it) return lmc_error(LMC_ERR_NOMEM, "out of memory");
-                it->src[0] = t;
-                it->src[1] = s;
-                it->src[2] = b;
-                it->bits = bits;
-                it->group = group;
-                it->cols = cols;
-                it->dtype = pl->has_target ? pl->target : s->dtype;
-                it->nbytes = rows * (uint64_t)cols * lmc_dtype_size(it->dtype);
-                it->parameters = rows * (uint64_t)cols;
+    /* pass 0: stored quantized modules (their scales sort before the weight);
+     * pass 1: everything else */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < pl->n_t; i++) {
+            cv_tensor *t = &pl->t[i];
+            if (t->used) continue;
+            char prefix[512];
+            cv_tensor *s = NULL, *b = NULL;
+            if (pass == 0 && !(ends_with(t->name, ".weight") && t->dtype == LMC_DTYPE_U32))
+                continue;
+            if (ends_with(t->name, ".weight") && t->dtype == LMC_DTYPE_U32) {
+                snprintf(prefix, sizeof prefix, "%.*s", (int)(strlen(t->name) - 7), t->name);
+                char name[600];
+                snprintf(name, sizeof name, "%s.scales", prefix);
+                s = find_tensor(pl, name);
+                snprintf(name, sizeof name, "%s.biases", prefix);
+                b = find_tensor(pl, name);
+            }
+            if (s && b) { /* a stored quantized module */
+                if (!pl->in_quant)
+                    return lmc_error(LMC_ERR_FORMAT,
+                                     "%s: '%s' is stored quantized but config.json has no "
+                                     "\"quantization\"",
+                                     pl->p->input_dir, prefix);
+                int bits = 0, group = 0;
+                int64_t cols = 0;
+                if ((st = module_quant(pl, prefix, t, s, &bits, &group, &cols)) != LMC_OK)
+                    return st;
+                s->used = b->used = t->used = true;
+                uint64_t rows = (uint64_t)(numel(t) / t->shape[t->ndim - 1]);
+                if (pl->p->dequantize) {
+                    cv_item *it = new_item(pl, CV_DEQUANTIZE, prefix);
+                    if (!it) return lmc_error(LMC_ERR_NOMEM, "out of memory");
+                    it->src[0] = t;
+                    it->src[1] = s;
+                    it->src[2] = b;
+                    it->bits = bits;
+                    it->group = group;
+                    it->cols = cols;
+                    it->dtype = pl->has_target ? pl->target : s->dtype;
+                    it->nbytes = rows * (uint64_t)cols * lmc_dtype_size(it->dtype);
+                    it->parameters = rows * (uint64_t)cols;
+                    continue;
+                }
+                const cv_tensor *parts[3] = {t, s, b};
+                for (int k = 0; k < 3; k++) {
+                    cv_item *it = new_item(pl, CV_CAST, parts[k]->name);
+                    if (!it) return lmc_error(LMC_ERR_NOMEM, "out of memory");
+                    it->src[0] = parts[k];
+                    it->dtype = out_dtype(pl, parts[k]->dtype);
+                    it->nbytes = (uint64_t)numel(parts[k]) * lmc_dtype_size(it->dtype);
+                    it->parameters = k == 0 ? rows * (uint64_t)cols : 0;
+                }
                 continue;
             }
-            const cv_tensor *parts[3] = {t, s, b};
-            for (int k = 0; k < 3; k++) {
-                cv_item *it = new_item(pl, CV_CAST, parts[k]->name);
+            if (pl->p->quantize && quantizable(pl, t)) {
+                snprintf(prefix, sizeof prefix, "%.*s", (int)(strlen(t->name) - 7), t->name);
+                cv_item *it = new_item(pl, CV_QUANTIZE, prefix);
                 if (!it) return lmc_error(LMC_ERR_NOMEM, "out of memory");
-                it->src[0] = parts[k];
-                it->dtype = out_dtype(pl, parts[k]->dtype);
-                it->nbytes = (uint64_t)numel(parts[k]) * lmc_dtype_size(it->dtype);
-                it->parameters = k == 0 ? rows * (uint64_t)cols : 0;
+                it->src[0] = t;
+                it->bits = pl->p->quant_predicate ? mixed_bits(pl, prefix) : pl->bits;
+                it->group = pl->group;
+                it->cols = t->shape[t->ndim - 1];
+                it->dtype = out_dtype(pl, t->dtype);
+                uint64_t n = (uint64_t)numel(t);
+                it->nbytes = n * (uint64_t)it->bits / 8 +
+                             2 * (n / (uint64_t)it->group) * lmc_dtype_size(it->dtype);
+                it->parameters = n;
+                t->used = true;
+                continue;
             }
-            continue;
-        }
-        if (pl->p->quantize && quantizable(pl, t)) {
-            snprintf(prefix, sizeof prefix, "%.*s", (int)(strlen(t->name) - 7), t->name);
-            cv_item *it = new_item(pl, CV_QUANTIZE, prefix);
+            cv_item *it = new_item(pl, CV_CAST, t->name);
             if (!it) return lmc_error(LMC_ERR_NOMEM, "out of memory");
             it->src[0] = t;
-            it->bits = pl->p->quant_predicate ? mixed_bits(pl, prefix) : pl->bits;
-            it->group = pl->group;
-            it->cols = t->shape[t->ndim - 1];
             it->dtype = out_dtype(pl, t->dtype);
-            uint64_t n = (uint64_t)numel(t);
-            it->nbytes = n * (uint64_t)it->bits / 8 +
-                         2 * (n / (uint64_t)it->group) * lmc_dtype_size(it->dtype);
-            it->parameters = n;
+            it->nbytes = (uint64_t)numel(t) * lmc_dtype_size(it->dtype);
+            it->parameters = (uint64_t)numel(t);
             t->used = true;
-            continue;
         }
-        cv_item *it = new_item(pl, CV_CAST, t->name);
-        if (!it) return lmc_error(LMC_ERR_NOMEM, "out of memory");
-        it->src[0] = t;
-        it->dtype = out_dtype(pl, t->dtype);
-        it->nbytes = (uint64_t)numel(t) * lmc_dtype_size(it->dtype);
-        it->parameters = (uint64_t)numel(t);
-        t->used = true;
-    }
     return LMC_OK;
 }
 
