@@ -597,6 +597,37 @@ static void test_cli(void **state) {
     lmc_remove_tree(TMP "/cli-deq");
 }
 
+/* The non-torch parts of tests/reference/make_quant_fixtures.py (numpy
+ * quantizer, sanitize, safetensors writer, folder layout), which must write
+ * the same bytes as lmc convert; skipped without python3 + numpy. */
+static void test_fixture_script(void **state) {
+    (void)state;
+    const char *py = NULL;
+    static const char *const pythons[] = {"python3", "/usr/bin/python3"};
+    for (size_t i = 0; i < 2 && !py; i++) {
+        char probe[256];
+        snprintf(probe, sizeof probe, "%s -c 'import numpy' >/dev/null 2>&1", pythons[i]);
+        if (system(probe) == 0) py = pythons[i];
+    }
+    if (!py) {
+        print_message("python3 with numpy absent: skipped\n");
+        skip();
+    }
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "%s %s/tests/reference/make_quant_fixtures.py --selftest --lmc %s > %s/selftest.log "
+             "2>&1",
+             py, LMC_SOURCE_DIR, LMC_CLI, TMP);
+    int rc = system(cmd);
+    if (rc != 0) {
+        char *log = NULL;
+        size_t n;
+        if (lmc_read_file(TMP "/selftest.log", &log, &n) == LMC_OK) print_error("%s\n", log);
+        free(log);
+    }
+    assert_int_equal(rc, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_hashes),
@@ -606,6 +637,7 @@ int main(void) {
         cmocka_unit_test(test_shards),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_fixture_script),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -1,4 +1,5 @@
-/* Every reference model (the project's fixtures, ../shared/conformance and
+/* Every reference model (the project's dense and MLX-quantized fixtures,
+ * ../shared/conformance and
  * ../shared/real-models): logits at every position within the set's relative
  * L2 tolerance of transformers, and the greedy ids equal, on the generic and
  * the SIMD kernels. */
@@ -122,6 +123,13 @@ static void test_project_fixtures(void **state) {
     run_set(LMC_SOURCE_DIR "/tests/fixtures/models", true);
 }
 
+/* MLX-quantized fixtures from tests/reference/make_quant_fixtures.py (built
+ * on a machine with torch; skipped until its manifest is committed). */
+static void test_project_quant_fixtures(void **state) {
+    (void)state;
+    run_set(LMC_SOURCE_DIR "/tests/fixtures/quant-models", false);
+}
+
 static void test_shared_conformance(void **state) {
     (void)state;
     run_set(LMC_SHARED_DIR "/conformance", false);
@@ -135,6 +143,7 @@ static void test_shared_real_models(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_project_fixtures),
+        cmocka_unit_test(test_project_quant_fixtures),
         cmocka_unit_test(test_shared_conformance),
         cmocka_unit_test(test_shared_real_models),
     };
