@@ -1,6 +1,5 @@
 /* Every reference model (the project's dense and MLX-quantized fixtures,
- * ../shared/conformance and
- * ../shared/real-models): logits at every position within the set's relative
+ * ../shared/conformance and ../shared/real-models): logits at every position within the set's relative
  * L2 tolerance of transformers, and the greedy ids equal, on the generic and
  * the SIMD kernels. */
 #include <setjmp.h>
