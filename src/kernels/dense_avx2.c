@@ -3,6 +3,7 @@
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 static inline float hsum(__m256 v) {
@@ -114,10 +115,15 @@ static const lmc_kernel_table avx2_table = {
     .axpy = axpy,
 };
 
+/* F16C through cpuid: clang 14's __builtin_cpu_supports does not know "f16c". */
+static bool cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+
 const lmc_kernel_table *lmc_kernels_avx2(void) {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
         return &avx2_table;
     return NULL;
 }
