@@ -360,6 +360,17 @@ static void test_conformance(void **state) {
             print_message("%-8s converted model vs transformers on the MLX weights: rel_l2 %.2e\n",
                           archs[a], err);
             if (err > c->rtol) failures++;
+            /* and back to dense (stacked experts included): the same logits */
+            char deq[600];
+            snprintf(deq, sizeof deq, "%s-deq", out);
+            assert_int_equal(convert(out, deq, 0, 0, 0, LMC_CONVERT_DTYPE_F32, NULL, 1), LMC_OK);
+            float *ld = run_logits(deq, c->prompt, c->n_prompt, &v);
+            assert_non_null(ld);
+            double qd = rel_l2(lg, ld, c->n_prompt * v);
+            print_message("%-8s dequantized (f32) vs quantized: rel_l2 %.2e\n", archs[a], qd);
+            if (qd > 1e-5) failures++;
+            free(ld);
+            lmc_remove_tree(deq);
             free(lg);
         }
         lmc_remove_tree(out);
