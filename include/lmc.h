@@ -194,6 +194,55 @@ lmc_status lmc_chat_template_render(const char *dir, const char *messages_json,
                                     int add_generation_prompt, const char *extra_vars_json,
                                     char **out, size_t *len);
 
+/* ---- convert (mlx_lm.convert) ------------------------------------------ */
+
+typedef enum lmc_convert_dtype {
+    LMC_CONVERT_DTYPE_AUTO = 0, /* config.json's torch_dtype (or dtype) when it is one of
+                                   float16/bfloat16/float32, else each tensor's own dtype */
+    LMC_CONVERT_DTYPE_F16,
+    LMC_CONVERT_DTYPE_BF16,
+    LMC_CONVERT_DTYPE_F32,
+} lmc_convert_dtype;
+
+typedef struct lmc_convert_params {
+    const char *input_dir;  /* a model folder (Hugging Face or MLX layout) */
+    const char *output_dir; /* must not exist unless force */
+    int quantize;           /* MLX affine quantization (mlx_lm.convert -q) */
+    int q_bits;             /* 2, 3, 4, 5, 6 or 8; 0 = 4 */
+    int q_group_size;       /* 32, 64 or 128; 0 = 64 */
+    /* NULL, or a mixed-bit recipe of mlx-lm: "mixed_2_6", "mixed_3_4",
+     * "mixed_3_6", "mixed_4_6" (needs quantize). */
+    const char *quant_predicate;
+    lmc_convert_dtype dtype; /* of the floating tensors that stay dense, scales and biases */
+    int dequantize;          /* an MLX-quantized folder back to dense */
+    uint64_t max_shard_bytes; /* 0 = 5 GiB, as mlx-lm */
+    int force;               /* replace an existing output model folder */
+} lmc_convert_params;
+
+void lmc_convert_params_default(lmc_convert_params *p);
+
+/* Progress: bytes of output tensors written so far of total; tensor names
+ * the one just done (NULL for the final call). Return non-zero to stop. */
+typedef int (*lmc_convert_progress_fn)(uint64_t done_bytes, uint64_t total_bytes,
+                                       const char *tensor, void *user_data);
+
+/* Writes output_dir the way mlx_lm.convert does: mlx-lm's key names
+ * (stacked MoE experts, no rotary inv_freq, no lm_head when tied), floating
+ * tensors in the chosen dtype, with quantize every Linear / Embedding /
+ * stacked-expert weight whose input dimension divides the group size
+ * quantized bit-identically to mlx's CPU quantizer, config.json with
+ * "quantization" and "quantization_config", safetensors shards with
+ * {"format": "mlx"} metadata and model.safetensors.index.json, and the
+ * tokenizer and generation files copied. The folder is built as
+ * output_dir.tmp-XXXXXX beside it and renamed at the end: on any failure
+ * (or a stop from progress, LMC_ERR_STOPPED) nothing is left behind.
+ * Errors: LMC_ERR_INVALID_ARG (bad bits, group, predicate, dtype, both
+ * quantize and dequantize, output exists), LMC_ERR_NOT_FOUND / LMC_ERR_IO /
+ * LMC_ERR_FORMAT for the input, LMC_ERR_UNSUPPORTED (quantizing an
+ * already-quantized model), LMC_ERR_IO for writes. progress may be NULL. */
+lmc_status lmc_convert(const lmc_convert_params *params, lmc_convert_progress_fn progress,
+                       void *user_data);
+
 #ifdef __cplusplus
 }
 #endif

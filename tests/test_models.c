@@ -1,5 +1,5 @@
-/* Every reference model (the project's fixtures, ../shared/conformance and
- * ../shared/real-models): logits at every position within the set's relative
+/* Every reference model (the project's dense and MLX-quantized fixtures,
+ * ../shared/conformance and ../shared/real-models): logits at every position within the set's relative
  * L2 tolerance of transformers, and the greedy ids equal, on the generic and
  * the SIMD kernels. */
 #include <setjmp.h>
@@ -128,6 +128,13 @@ static void test_arch_b_fixtures(void **state) {
     run_set(LMC_SOURCE_DIR "/tests/fixtures/arch-b", false);
 }
 
+/* MLX-quantized fixtures from tests/reference/make_quant_fixtures.py (built
+ * on a machine with torch; skipped until its manifest is committed). */
+static void test_project_quant_fixtures(void **state) {
+    (void)state;
+    run_set(LMC_SOURCE_DIR "/tests/fixtures/quant-models", false);
+}
+
 static void test_shared_conformance(void **state) {
     (void)state;
     run_set(LMC_SHARED_DIR "/conformance", false);
@@ -142,6 +149,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_project_fixtures),
         cmocka_unit_test(test_arch_b_fixtures),
+        cmocka_unit_test(test_project_quant_fixtures),
         cmocka_unit_test(test_shared_conformance),
         cmocka_unit_test(test_shared_real_models),
     };

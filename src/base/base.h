@@ -60,6 +60,12 @@ void lmc_unmap_file(lmc_mapped_file *f);
 /* Reads a whole (small) file into a NUL-terminated malloc'd buffer. */
 lmc_status lmc_read_file(const char *path, char **data, size_t *size);
 bool lmc_file_exists(const char *path);
+bool lmc_dir_exists(const char *path);
+/* Copies a file (following links) to dst, replacing it. */
+lmc_status lmc_copy_file(const char *src, const char *dst);
+/* Removes a directory and everything in it (links are removed, not
+ * followed). For the library's own temporary folders. */
+lmc_status lmc_remove_tree(const char *path);
 
 /* Thread pool: one persistent pool, fork-join parallel-for. The body gets a
  * half-open range [begin, end) of [0, n) and the worker index. */

@@ -19,4 +19,10 @@ bool lmc_json_bool(const json_t *obj, const char *key, bool def, bool *bad);
 /* Borrowed string or def. */
 const char *lmc_json_string(const json_t *obj, const char *key, const char *def, bool *bad);
 
+/* Serializes like Python's json.dump(v, indent=indent) (ensure_ascii,
+ * separators "," and ": ", floats as Python's repr, objects in their
+ * order), so files written by Python tools (mlx-lm's config.json and
+ * index) can be reproduced byte for byte. malloc'd; NULL on failure. */
+char *lmc_json_dumps_python(const json_t *v, int indent);
+
 #endif

@@ -45,4 +45,27 @@ const lmc_arch *lmc_arch_find(const char *model_type);
 /* "llama, mistral, ..." for error messages. */
 const char *lmc_arch_names(void);
 
+/* mlx-lm's sanitize() as convert needs it, one table for all architectures
+ * (models/sanitize.c): how per-expert MoE weights of a Hugging Face
+ * checkpoint are stacked into the switch_mlp tensors [E, out, in] that
+ * mlx-lm writes, e.g. mixtral's
+ *   model.layers.N.block_sparse_moe.experts.E.w1.weight
+ *     -> model.layers.N.block_sparse_moe.switch_mlp.gate_proj.weight. */
+typedef struct lmc_expert_stacking {
+    const char *model_type;
+    const char *block;     /* module under model.layers.N holding the experts */
+    const char *count_key; /* config.json key with the number of experts */
+    const char *from[3];   /* per-expert module names: <block>.experts.E.<from> */
+    const char *to[3];     /* stacked names: <block>.switch_mlp.<to> */
+} lmc_expert_stacking;
+
+/* NULL when the architecture has no per-expert layout to stack. */
+const lmc_expert_stacking *lmc_expert_stacking_find(const char *model_type);
+/* Whether mlx-lm's sanitize drops the tensor (precomputed rotary inv_freq). */
+bool lmc_sanitize_drops(const char *name);
+/* tie_word_embeddings of a config.json: its value, else the architecture's
+ * default (false for an unknown model_type, so lm_head is kept). When tied,
+ * mlx-lm drops lm_head. */
+bool lmc_config_tied(const json_t *config);
+
 #endif
