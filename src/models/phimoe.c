@@ -3,9 +3,10 @@
  * (eps = rms_norm_eps) before attention, before the MoE and at the end, an
  * lm_head bias when lm_head_bias, and a sparse MoE routed by sparsemixer
  * (inference path: top-2, jitter-masked softmax per pick, no
- * renormalization). Rotary: longrope with rope_parameters' short_mscale /
- * long_mscale as the cos/sin scale, long factors past
- * original_max_position_embeddings (PhimoeRotaryEmbedding.forward).
+ * renormalization). Rotary: longrope's short-factor frequencies at every
+ * length, with rope_parameters' short_mscale, past
+ * original_max_position_embeddings long_mscale, as the cos/sin scale
+ * (PhimoeRotaryEmbedding.forward, as transformers 5.17 runs it).
  * Experts: HF per-expert block_sparse_moe.experts.N.w1/w3/w2, or mlx-lm's
  * sanitized block_sparse_moe.switch_mlp.{gate,up,down}_proj (dense or
  * quantized SwitchLinear). */
@@ -14,6 +15,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static lmc_status phimoe_load(lmc_model *m) {
     const lmc_model_config *c = &m->cfg;
@@ -31,6 +33,16 @@ static lmc_status phimoe_load(lmc_model *m) {
         d->rope.long_scaling = (float)lmc_json_number(p, "long_mscale", d->rope.long_scaling, &bad);
         if (bad)
             return lmc_error(LMC_ERR_FORMAT, "%s: short_mscale / long_mscale not numbers", m->dir);
+        /* PhimoeRotaryEmbedding.forward as transformers 5.17 runs it: past
+         * original_max_position_embeddings only the cos/sin scale changes
+         * (short_mscale -> long_mscale); the frequencies stay the
+         * short-factor ones (unlike Phi3, long_factor is not applied). The
+         * arch-b phimoe fixtures (24-token prompt, original 16) match so at
+         * rel L2 3e-7, and at 9e-2 with long_factor. So the "long"
+         * frequencies are the short ones; the long_scaling switch and the
+         * cache rerun at the crossing (decoder.c) are kept. */
+        memcpy(d->rope.long_inv_freq, d->rope.inv_freq,
+               (size_t)(d->rope.rotary_dim / 2) * sizeof(float));
     }
     int64_t H = d->hidden, hd = d->head_dim, nh = d->n_heads, nkv = d->n_kv_heads;
     int64_t E = lmc_json_int(c->json, "num_local_experts", 16, NULL);
