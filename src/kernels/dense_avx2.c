@@ -1,6 +1,7 @@
 /* AVX2 + FMA + F16C kernels. Compiled with those instructions enabled and
  * called only after lmc_kernels() checked the CPU. */
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
@@ -115,11 +116,8 @@ static const lmc_kernel_table avx2_table = {
 };
 
 const lmc_kernel_table *lmc_kernels_avx2(void) {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
-        return &avx2_table;
-    return NULL;
+    /* cpuid (kernels/quant.c): clang 14's __builtin_cpu_supports lacks "f16c" */
+    return lmc_cpu_has_avx2_fma_f16c() ? &avx2_table : NULL;
 }
 #else
 const lmc_kernel_table *lmc_kernels_avx2(void) { return NULL; }

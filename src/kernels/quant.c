@@ -8,6 +8,7 @@
  * Several tokens (prefill): QUANT_TILE_ROWS rows x QUANT_CHUNK_COLS columns
  * are dequantized into a small buffer once and reused for every token. */
 #include "kernels/quant_internal.h"
+#include "kernels/kernels.h"
 
 #include <stdatomic.h>
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -171,24 +172,23 @@ static bool cpu_has_avx2(void) {
 #endif
 }
 
-/* -1: not chosen yet; 0: generic; 1: AVX2. Every thread that races on the
- * first call computes the same value. */
-static atomic_int g_simd = -1;
+bool lmc_cpu_has_avx2_fma_f16c(void) {
+    static atomic_int cached = -1; /* racing first calls compute the same value */
+    int c = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (c < 0) {
+        c = cpu_has_avx2();
+        atomic_store_explicit(&cached, c, memory_order_relaxed);
+    }
+    return c != 0;
+}
 
 bool quant_use_avx2(void) {
-    int m = atomic_load_explicit(&g_simd, memory_order_relaxed);
-    if (m < 0) {
-        const char *no = getenv("LMC_NO_SIMD");
-        bool off = no && no[0] && strcmp(no, "0") != 0;
-        m = !off && cpu_has_avx2();
-        atomic_store(&g_simd, m);
-    }
-    return m != 0;
+    return lmc_kernels() != lmc_kernels_generic() && lmc_cpu_has_avx2_fma_f16c();
 }
 
 bool lmc_quant_use_simd(bool enable) {
-    atomic_store(&g_simd, enable && cpu_has_avx2() ? 1 : 0);
-    return atomic_load(&g_simd) != 0;
+    lmc_kernels_use(enable ? lmc_kernels_avx2() : lmc_kernels_generic());
+    return quant_use_avx2();
 }
 
 /* ---- unpacking (generic) --------------------------------------------------------- */

@@ -69,11 +69,16 @@ void lmc_qdequant_row(const lmc_qweight *w, int64_t row, float *out);
 /* The unpacked q values of one row (cols bytes, each in [0, 2^bits)). */
 void lmc_qunpack_row(const lmc_qweight *w, int64_t row, uint8_t *q);
 
-/* Selects the kernels: true = AVX2 when the CPU has it, false = generic C.
- * The default is AVX2 when available unless the environment sets
- * LMC_NO_SIMD=1. Returns whether AVX2 is now used. For tests and benchmarks;
- * not to be called while a matmul runs. */
+/* The quantized kernels follow the active kernel table (kernels.h): AVX2
+ * unless lmc_kernels() is the generic table (LMC_NO_SIMD=1, or
+ * lmc_kernels_use(lmc_kernels_generic())). This sets the table: true = the
+ * AVX2 one when the CPU has it, false = generic. Returns whether AVX2 is now
+ * used. For tests and benchmarks; not to be called while a matmul runs. */
 bool lmc_quant_use_simd(bool enable);
+
+/* CPU has AVX2, FMA and F16C and the OS saves YMM state (cpuid + xgetbv;
+ * cached). */
+bool lmc_cpu_has_avx2_fma_f16c(void);
 
 /* Which mlx kernel lmc_quantize_affine_ex reproduces. */
 typedef enum lmc_quant_variant {

@@ -134,8 +134,23 @@ static lmc_status bind_stacked(lmc_moe *m, const lmc_weights *w, const char *pre
     if (!m->views) return lmc_error(LMC_ERR_NOMEM, "out of memory");
     for (int j = 0; j < 3; j++) {
         char name[512];
-        snprintf(name, sizeof name, "%s.%s.weight", prefix, names[j]);
         int64_t shape[3] = {E, j == 2 ? hidden : inter, j == 2 ? inter : hidden};
+        snprintf(name, sizeof name, "%s.%s.scales", prefix, names[j]);
+        if (lmc_weights_find(w, name)) {
+            /* MLX-quantized stacked experts: one view of rows per expert */
+            char sub[512];
+            snprintf(sub, sizeof sub, "%s.%s", prefix, names[j]);
+            lmc_qweight q;
+            lmc_status st = lmc_quantized_bind(w, sub, E * shape[1], shape[2], &q);
+            if (st != LMC_OK) return st;
+            snprintf(name, sizeof name, "%s.weight", sub);
+            for (int64_t e = 0; e < E; e++)
+                dst[j][e] = (lmc_linear){.weight = lmc_weights_find(w, name), .in = shape[2],
+                                         .out = shape[1], .quantized = true,
+                                         .q = lmc_qweight_rows(&q, e * shape[1], shape[1])};
+            continue;
+        }
+        snprintf(name, sizeof name, "%s.%s.weight", prefix, names[j]);
         const lmc_tensor *t;
         lmc_status st = lmc_weights_get_shaped(w, name, 3, shape, &t);
         if (st != LMC_OK) return st;

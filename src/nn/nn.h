@@ -4,19 +4,31 @@
 #define LMC_NN_H
 
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 #include "models/config.h"
 #include "tensor/safetensors.h"
 
 /* ---- linear ---- */
 
 typedef struct lmc_linear {
-    const lmc_tensor *weight; /* dense [out, in] */
+    const lmc_tensor *weight; /* dense [out, in]; when quantized the packed U32 tensor */
     const lmc_tensor *bias;   /* [out] or NULL */
     int64_t in, out;
+    bool quantized;           /* MLX affine: q holds the weight */
+    lmc_qweight q;
 } lmc_linear;
 
+/* Binds an MLX quantized module: prefix.weight (U32 [..., in*bits/32]),
+ * prefix.scales and prefix.biases ([..., in/group]). bits and group size
+ * follow from the shapes (mlx-lm's config "quantization" and its per-layer
+ * overrides only restate them); rows is the product of the leading
+ * dimensions (E*out for stacked experts). */
+lmc_status lmc_quantized_bind(const lmc_weights *w, const char *prefix, int64_t rows, int64_t in,
+                              lmc_qweight *q);
+
 /* Binds prefix.weight (and prefix.bias when has_bias) checking the shape
- * [out, in]; errors name the key and both shapes. */
+ * [out, in]; errors name the key and both shapes. When prefix.scales exists
+ * the layer is MLX-quantized (lmc_quantized_bind). */
 lmc_status lmc_linear_bind(lmc_linear *l, const lmc_weights *w, const char *prefix, int64_t in,
                            int64_t out, bool has_bias);
 /* y [T, out] = x [T, in] W^T + b */
@@ -25,10 +37,13 @@ void lmc_linear_forward(const lmc_linear *l, const float *x, int64_t T, float *y
 /* ---- embedding ---- */
 
 typedef struct lmc_embedding {
-    const lmc_tensor *weight; /* [vocab, dim] */
+    const lmc_tensor *weight; /* [vocab, dim]; when quantized the packed U32 tensor */
     int64_t vocab, dim;
+    bool quantized; /* MLX affine: q holds the table */
+    lmc_qweight q;
 } lmc_embedding;
 
+/* name is "<prefix>.weight"; "<prefix>.scales" present means quantized. */
 lmc_status lmc_embedding_bind(lmc_embedding *e, const lmc_weights *w, const char *name,
                               int64_t vocab, int64_t dim);
 /* out [n, dim]; ids must be in range (checked by the caller). */
