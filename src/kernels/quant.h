@@ -16,12 +16,12 @@
 #include "tensor/tensor.h"
 
 typedef struct lmc_qweight {
-    const uint32_t *packed;       /* [rows, cols*bits/32] */
-    const void *scales, *biases;  /* [rows, cols/group_size], dtype scale_dtype */
-    lmc_dtype scale_dtype;        /* F16, BF16 or F32 */
-    int bits;                     /* 2, 3, 4, 5, 6, 8 */
-    int group_size;               /* 32, 64, 128 */
-    int64_t rows, cols;           /* the logical (dequantized) shape [out, in] */
+    const uint32_t *packed;      /* [rows, cols*bits/32] */
+    const void *scales, *biases; /* [rows, cols/group_size], dtype scale_dtype */
+    lmc_dtype scale_dtype;       /* F16, BF16 or F32 */
+    int bits;                    /* 2, 3, 4, 5, 6, 8 */
+    int group_size;              /* 32, 64, 128 */
+    int64_t rows, cols;          /* the logical (dequantized) shape [out, in] */
 } lmc_qweight;
 
 /* Checks bits (2,3,4,5,6,8), group_size (32,64,128), scale dtype, shape
@@ -58,8 +58,8 @@ void lmc_qmatmul(const lmc_qweight *w, const float *x, int64_t T, float *y);
 /* Rows [r0, r1) only: y[t*ldy + (r - r0)] for t < T (ldy >= r1 - r0). For
  * MoE experts, vocabulary shards of a tied head, or writing into a wider
  * buffer. 0 <= r0 <= r1 <= rows. */
-void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x,
-                      int64_t T, float *y, int64_t ldy);
+void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int64_t T,
+                      float *y, int64_t ldy);
 
 /* out[c] = scale*q + bias for one row (out has cols floats); the product and
  * the sum are each rounded to f32 (no FMA), the same values as
@@ -104,12 +104,10 @@ typedef enum lmc_quant_variant {
  * [rows, cols/group_size] of scale_dtype (F16, BF16 or F32).
  * LMC_ERR_UNSUPPORTED for bits/group/dtype, LMC_ERR_SHAPE when cols is not a
  * multiple of group_size, LMC_ERR_INVALID_ARG for NULL pointers. */
-lmc_status lmc_quantize_affine(const float *w, int64_t rows, int64_t cols, int bits,
-                               int group_size, lmc_dtype scale_dtype, uint32_t *packed,
-                               void *scales, void *biases);
+lmc_status lmc_quantize_affine(const float *w, int64_t rows, int64_t cols, int bits, int group_size,
+                               lmc_dtype scale_dtype, uint32_t *packed, void *scales, void *biases);
 lmc_status lmc_quantize_affine_ex(const float *w, int64_t rows, int64_t cols, int bits,
-                                  int group_size, lmc_dtype scale_dtype,
-                                  lmc_quant_variant variant, uint32_t *packed, void *scales,
-                                  void *biases);
+                                  int group_size, lmc_dtype scale_dtype, lmc_quant_variant variant,
+                                  uint32_t *packed, void *scales, void *biases);
 
 #endif
