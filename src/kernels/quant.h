@@ -51,8 +51,11 @@ lmc_qweight lmc_qweight_rows(const lmc_qweight *w, int64_t r0, int64_t n);
 uint64_t lmc_qweight_nbytes(const lmc_qweight *w);
 
 /* y[t*rows + r] = sum_c x[t*cols + c] * (scale*q + bias) for t < T and all
- * rows; multithreaded over rows. f32 accumulation. x and y must not overlap.
- * w must have passed lmc_qweight_check. */
+ * rows. f32 accumulation. x and y must not overlap. w must have passed
+ * lmc_qweight_check. Multithreaded over rows with lmc_parallel_for, so not to
+ * be called from inside a parallel_for body. T == 1 uses the per-group
+ * identity s*dot(q, x) + b*sum(x); T > 1 dequantizes 4 rows x 512 columns at
+ * a time into a buffer reused by every token. */
 void lmc_qmatmul(const lmc_qweight *w, const float *x, int64_t T, float *y);
 
 /* Rows [r0, r1) only: y[t*ldy + (r - r0)] for t < T (ldy >= r1 - r0). For
