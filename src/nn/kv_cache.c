@@ -22,6 +22,7 @@ void lmc_kv_cache_free(lmc_kv_cache *c) {
         lmc_free_aligned(c->layers[l].v);
     }
     free(c->layers);
+    free(c->tokens);
     memset(c, 0, sizeof *c);
 }
 

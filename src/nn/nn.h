@@ -11,24 +11,25 @@
 /* ---- linear ---- */
 
 typedef struct lmc_linear {
-    const lmc_tensor *weight; /* dense [out, in]; when quantized the packed U32 tensor */
+    const lmc_tensor *weight; /* dense [out, in], or the packed U32 weight */
     const lmc_tensor *bias;   /* [out] or NULL */
+    bool quantized;           /* MLX affine: qw holds the view */
+    lmc_qweight qw;
     int64_t in, out;
-    bool quantized;           /* MLX affine: q holds the weight */
-    lmc_qweight q;
 } lmc_linear;
 
-/* Binds an MLX quantized module: prefix.weight (U32 [..., in*bits/32]),
- * prefix.scales and prefix.biases ([..., in/group]). bits and group size
- * follow from the shapes (mlx-lm's config "quantization" and its per-layer
- * overrides only restate them); rows is the product of the leading
- * dimensions (E*out for stacked experts). */
-lmc_status lmc_quantized_bind(const lmc_weights *w, const char *prefix, int64_t rows, int64_t in,
-                              lmc_qweight *q);
+/* Bits and group size of a quantized module: inferred from the packed
+ * width and the scales' width for `in` inputs, and checked against
+ * config.json's "quantization" (its default and any per-module override
+ * keyed by the module path; `false` there means dense). Errors name the
+ * module and both values when the file and the config disagree. */
+lmc_status lmc_quant_params(const lmc_weights *w, const char *module, const lmc_tensor *weight,
+                            const lmc_tensor *scales, int64_t in, int *bits, int *group_size);
 
 /* Binds prefix.weight (and prefix.bias when has_bias) checking the shape
- * [out, in]; errors name the key and both shapes. When prefix.scales exists
- * the layer is MLX-quantized (lmc_quantized_bind). */
+ * [out, in]; a module stored MLX-quantized (prefix.scales and
+ * prefix.biases beside a U32 weight) binds as quantized. Errors name the
+ * key and both shapes. */
 lmc_status lmc_linear_bind(lmc_linear *l, const lmc_weights *w, const char *prefix, int64_t in,
                            int64_t out, bool has_bias);
 /* y [T, out] = x [T, in] W^T + b */
@@ -37,13 +38,12 @@ void lmc_linear_forward(const lmc_linear *l, const float *x, int64_t T, float *y
 /* ---- embedding ---- */
 
 typedef struct lmc_embedding {
-    const lmc_tensor *weight; /* [vocab, dim]; when quantized the packed U32 tensor */
+    const lmc_tensor *weight; /* [vocab, dim], or packed U32 when quantized */
+    bool quantized;
+    lmc_qweight qw;
     int64_t vocab, dim;
-    bool quantized; /* MLX affine: q holds the table */
-    lmc_qweight q;
 } lmc_embedding;
 
-/* name is "<prefix>.weight"; "<prefix>.scales" present means quantized. */
 lmc_status lmc_embedding_bind(lmc_embedding *e, const lmc_weights *w, const char *name,
                               int64_t vocab, int64_t dim);
 /* out [n, dim]; ids must be in range (checked by the caller). */
@@ -58,13 +58,24 @@ typedef struct lmc_rope {
     int64_t rotary_dim; /* <= head_dim; the first rotary_dim dims rotate */
     float *inv_freq;    /* [rotary_dim / 2] */
     float attention_scaling;
+    /* longrope / su (Phi-3.5): inv_freq holds the short factors; a forward
+     * call whose positions reach past original_max (transformers'
+     * seq_len = max(position_ids) + 1 > original_max_position_embeddings)
+     * rotates with long_inv_freq and long_scaling instead. NULL otherwise. */
+    float *long_inv_freq;
+    float long_scaling;
+    int64_t original_max;
 } lmc_rope;
 
 /* inv_freq as transformers' ROPE_INIT_FUNCTIONS compute it. */
 lmc_status lmc_rope_init(lmc_rope *r, const lmc_rope_config *cfg, int64_t head_dim,
                          int64_t max_position_embeddings);
 void lmc_rope_free(lmc_rope *r);
-/* Rotates x [T, n_heads, head_dim] in place; token t sits at positions[t]. */
+/* Whether a forward call covering positions up to seq_len - 1 uses the long
+ * factors (always false unless longrope). */
+bool lmc_rope_uses_long(const lmc_rope *r, int64_t seq_len);
+/* Rotates x [T, n_heads, head_dim] in place; token t sits at positions[t].
+ * A longrope rope picks its factors from max(positions) + 1. */
 void lmc_rope_apply(const lmc_rope *r, float *x, int64_t T, int64_t n_heads,
                     const int32_t *positions);
 
@@ -80,6 +91,10 @@ typedef struct lmc_kv_cache {
     int64_t capacity; /* positions allocated */
     int64_t max_capacity;
     int64_t length; /* positions filled */
+    /* the token at each filled position, kept only by models that may have to
+     * recompute the cache (longrope's switch to long factors); NULL otherwise */
+    int32_t *tokens;
+    int64_t tokens_cap;
 } lmc_kv_cache;
 
 lmc_status lmc_kv_cache_init(lmc_kv_cache *c, int64_t n_layers, int64_t n_kv_heads,
