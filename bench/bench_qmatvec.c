@@ -37,9 +37,14 @@ static int bmat_make(bmat *m, int64_t rows, int64_t cols, int bits, int group) {
                             m->biases) != LMC_OK)
         return -1;
     free(w);
-    lmc_qweight q = {.packed = m->packed, .scales = m->scales, .biases = m->biases,
-                     .scale_dtype = LMC_DTYPE_F16, .bits = bits, .group_size = group,
-                     .rows = rows, .cols = cols};
+    lmc_qweight q = {.packed = m->packed,
+                     .scales = m->scales,
+                     .biases = m->biases,
+                     .scale_dtype = LMC_DTYPE_F16,
+                     .bits = bits,
+                     .group_size = group,
+                     .rows = rows,
+                     .cols = cols};
     m->w = q;
     return 0;
 }

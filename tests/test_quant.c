@@ -73,7 +73,9 @@ static int free_vectors(void **state) {
     return 0;
 }
 
-static const char *dt_name(uint32_t dt) { return dt == LMC_DTYPE_F16 ? "f16" : dt == LMC_DTYPE_BF16 ? "bf16" : "f32"; }
+static const char *dt_name(uint32_t dt) {
+    return dt == LMC_DTYPE_F16 ? "f16" : dt == LMC_DTYPE_BF16 ? "bf16" : "f32";
+}
 
 /* ---- bit identity with the numpy MLX quantizer --------------------------------------- */
 
@@ -123,9 +125,14 @@ static void test_default_variant_is_cpu(void **state) {
 }
 
 static lmc_qweight case_weight(const qcase *c) {
-    lmc_qweight w = {.packed = c->packed, .scales = c->scales, .biases = c->biases,
-                     .scale_dtype = (lmc_dtype)c->dtype, .bits = (int)c->bits,
-                     .group_size = (int)c->group, .rows = c->rows, .cols = c->cols};
+    lmc_qweight w = {.packed = c->packed,
+                     .scales = c->scales,
+                     .biases = c->biases,
+                     .scale_dtype = (lmc_dtype)c->dtype,
+                     .bits = (int)c->bits,
+                     .group_size = (int)c->group,
+                     .rows = c->rows,
+                     .cols = c->cols};
     return w;
 }
 
@@ -190,11 +197,16 @@ static void qmat_make(qmat *m, int64_t rows, int64_t cols, int bits, int group, 
     m->packed = malloc((size_t)(rows * cols * bits / 8));
     m->scales = malloc(ng * ss);
     m->biases = malloc(ng * ss);
-    assert_int_equal(lmc_quantize_affine(w, rows, cols, bits, group, dt, m->packed, m->scales,
-                                         m->biases),
-                     LMC_OK);
-    lmc_qweight q = {.packed = m->packed, .scales = m->scales, .biases = m->biases,
-                     .scale_dtype = dt, .bits = bits, .group_size = group, .rows = rows,
+    assert_int_equal(
+        lmc_quantize_affine(w, rows, cols, bits, group, dt, m->packed, m->scales, m->biases),
+        LMC_OK);
+    lmc_qweight q = {.packed = m->packed,
+                     .scales = m->scales,
+                     .biases = m->biases,
+                     .scale_dtype = dt,
+                     .bits = bits,
+                     .group_size = group,
+                     .rows = rows,
                      .cols = cols};
     m->w = q;
     assert_int_equal(lmc_qweight_check(&m->w, "m"), LMC_OK);
@@ -318,8 +330,14 @@ static void test_qweight_check_rejects(void **state) {
     (void)state;
     uint32_t packed[64] = {0};
     uint16_t s[8] = {0}, b[8] = {0};
-    lmc_qweight ok = {.packed = packed, .scales = s, .biases = b, .scale_dtype = LMC_DTYPE_F16,
-                      .bits = 4, .group_size = 64, .rows = 2, .cols = 128};
+    lmc_qweight ok = {.packed = packed,
+                      .scales = s,
+                      .biases = b,
+                      .scale_dtype = LMC_DTYPE_F16,
+                      .bits = 4,
+                      .group_size = 64,
+                      .rows = 2,
+                      .cols = 128};
     assert_int_equal(lmc_qweight_check(&ok, "w"), LMC_OK);
     lmc_qweight w = ok;
     w.bits = 7;
@@ -368,7 +386,8 @@ static void test_from_tensors(void **state) {
     assert_non_null(strstr(lmc_last_error(), "packed width"));
     assert_int_equal(lmc_qweight_from_tensors(&tw, &ts, &tb, 4, 32, "lin", &q), LMC_ERR_SHAPE);
     assert_int_equal(lmc_qweight_from_tensors(&tw, &ts, &tb, 3, 64, "lin", &q), LMC_ERR_SHAPE);
-    assert_int_equal(lmc_qweight_from_tensors(&tw, &ts, &tb, 7, 64, "lin", &q), LMC_ERR_UNSUPPORTED);
+    assert_int_equal(lmc_qweight_from_tensors(&tw, &ts, &tb, 7, 64, "lin", &q),
+                     LMC_ERR_UNSUPPORTED);
     /* 3-bit: 512 values = 48 words; scales [2, 8] */
     lmc_tensor tw3 = tensor2(LMC_DTYPE_U32, 2, 48, packed, 4);
     assert_int_equal(lmc_qweight_from_tensors(&tw3, &ts, &tb, 3, 64, "lin", &q), LMC_OK);
@@ -391,10 +410,18 @@ static void test_from_tensors(void **state) {
     tshort.nbytes -= 4;
     assert_int_equal(lmc_qweight_from_tensors(&tshort, &ts, &tb, 4, 64, "lin", &q), LMC_ERR_FORMAT);
     /* stacked experts [3, 2, 64] fold into 6 rows */
-    lmc_tensor e = {.name = "e", .dtype = LMC_DTYPE_U32, .ndim = 3, .shape = {3, 2, 64},
-                    .data = packed, .nbytes = sizeof packed};
-    lmc_tensor es = {.name = "es", .dtype = LMC_DTYPE_F16, .ndim = 3, .shape = {3, 2, 4},
-                     .data = s, .nbytes = sizeof s};
+    lmc_tensor e = {.name = "e",
+                    .dtype = LMC_DTYPE_U32,
+                    .ndim = 3,
+                    .shape = {3, 2, 64},
+                    .data = packed,
+                    .nbytes = sizeof packed};
+    lmc_tensor es = {.name = "es",
+                     .dtype = LMC_DTYPE_F16,
+                     .ndim = 3,
+                     .shape = {3, 2, 4},
+                     .data = s,
+                     .nbytes = sizeof s};
     lmc_tensor eb = es;
     eb.data = b;
     assert_int_equal(lmc_qweight_from_tensors(&e, &es, &eb, 4, 128, "experts", &q), LMC_OK);
@@ -407,11 +434,15 @@ static void test_quantize_rejects(void **state) {
     float w[256] = {0};
     uint32_t p[64];
     uint16_t s[8], b[8];
-    assert_int_equal(lmc_quantize_affine(w, 2, 128, 7, 64, LMC_DTYPE_F16, p, s, b), LMC_ERR_UNSUPPORTED);
-    assert_int_equal(lmc_quantize_affine(w, 2, 128, 4, 48, LMC_DTYPE_F16, p, s, b), LMC_ERR_UNSUPPORTED);
+    assert_int_equal(lmc_quantize_affine(w, 2, 128, 7, 64, LMC_DTYPE_F16, p, s, b),
+                     LMC_ERR_UNSUPPORTED);
+    assert_int_equal(lmc_quantize_affine(w, 2, 128, 4, 48, LMC_DTYPE_F16, p, s, b),
+                     LMC_ERR_UNSUPPORTED);
     assert_int_equal(lmc_quantize_affine(w, 4, 64, 4, 128, LMC_DTYPE_F16, p, s, b), LMC_ERR_SHAPE);
-    assert_int_equal(lmc_quantize_affine(w, 2, 128, 4, 64, LMC_DTYPE_U8, p, s, b), LMC_ERR_UNSUPPORTED);
-    assert_int_equal(lmc_quantize_affine(NULL, 2, 128, 4, 64, LMC_DTYPE_F16, p, s, b), LMC_ERR_INVALID_ARG);
+    assert_int_equal(lmc_quantize_affine(w, 2, 128, 4, 64, LMC_DTYPE_U8, p, s, b),
+                     LMC_ERR_UNSUPPORTED);
+    assert_int_equal(lmc_quantize_affine(NULL, 2, 128, 4, 64, LMC_DTYPE_F16, p, s, b),
+                     LMC_ERR_INVALID_ARG);
     /* an all-zero matrix: scale = -eps (f16 rounds it to -1.19e-7), bias 0, q 0 */
     assert_int_equal(lmc_quantize_affine(w, 2, 128, 4, 64, LMC_DTYPE_F16, p, s, b), LMC_OK);
     for (int i = 0; i < 32; i++) assert_int_equal(p[i], 0);
@@ -429,11 +460,11 @@ static void test_half_conversions(void **state) {
         if (isnan(f)) continue;
         assert_int_equal(quant_f32_to_f16(f), h);
     }
-    assert_int_equal(quant_f32_to_f16(1.0f + 1.0f / 2048), 0x3C00);          /* tie -> even */
-    assert_int_equal(quant_f32_to_f16(1.0f + 3.0f / 2048), 0x3C02);          /* tie -> even */
-    assert_int_equal(quant_f32_to_f16(65520.0f), 0x7C00);                    /* overflow */
-    assert_int_equal(quant_f32_to_f16(1e-8f), 0x0000);                       /* underflow */
-    assert_int_equal(quant_f32_to_f16(3e-8f), 0x0001);                       /* > half min */
+    assert_int_equal(quant_f32_to_f16(1.0f + 1.0f / 2048), 0x3C00); /* tie -> even */
+    assert_int_equal(quant_f32_to_f16(1.0f + 3.0f / 2048), 0x3C02); /* tie -> even */
+    assert_int_equal(quant_f32_to_f16(65520.0f), 0x7C00);           /* overflow */
+    assert_int_equal(quant_f32_to_f16(1e-8f), 0x0000);              /* underflow */
+    assert_int_equal(quant_f32_to_f16(3e-8f), 0x0001);              /* > half min */
     assert_int_equal(quant_f32_to_bf16(1.0f + 1.0f / 256), 0x3F80);
     assert_int_equal(quant_f32_to_bf16(1.0f + 3.0f / 256), 0x3F82);
     assert_int_equal(quant_f32_to_bf16(NAN), 0x7FC0);

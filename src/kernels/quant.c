@@ -8,6 +8,7 @@
  * Several tokens (prefill): QUANT_TILE_ROWS rows x QUANT_CHUNK_COLS columns
  * are dequantized into a small buffer once and reused for every token. */
 #include "kernels/quant_internal.h"
+#include "kernels/kernels.h"
 
 #include <stdatomic.h>
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -21,7 +22,9 @@
 static bool bits_ok(int bits) {
     return bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8;
 }
-static bool group_ok(int g) { return g == 32 || g == 64 || g == 128; }
+static bool group_ok(int g) {
+    return g == 32 || g == 64 || g == 128;
+}
 static bool scale_dtype_ok(lmc_dtype dt) {
     return dt == LMC_DTYPE_F16 || dt == LMC_DTYPE_BF16 || dt == LMC_DTYPE_F32;
 }
@@ -44,17 +47,17 @@ lmc_status lmc_qweight_check(const lmc_qweight *w, const char *name) {
     const char *n = name ? name : "quantized weight";
     if (!w) return lmc_error(LMC_ERR_INVALID_ARG, "%s: NULL weight", n);
     if (!bits_ok(w->bits))
-        return lmc_error(LMC_ERR_UNSUPPORTED,
-                         "%s: %d-bit quantization is not supported (bits must be 2, 3, 4, 5, 6 or 8)",
-                         n, w->bits);
+        return lmc_error(
+            LMC_ERR_UNSUPPORTED,
+            "%s: %d-bit quantization is not supported (bits must be 2, 3, 4, 5, 6 or 8)", n,
+            w->bits);
     if (!group_ok(w->group_size))
         return lmc_error(LMC_ERR_UNSUPPORTED,
                          "%s: group size %d is not supported (must be 32, 64 or 128)", n,
                          w->group_size);
     if (!scale_dtype_ok(w->scale_dtype))
-        return lmc_error(LMC_ERR_UNSUPPORTED,
-                         "%s: scales/biases must be F16, BF16 or F32, not %s", n,
-                         dtype_str(w->scale_dtype));
+        return lmc_error(LMC_ERR_UNSUPPORTED, "%s: scales/biases must be F16, BF16 or F32, not %s",
+                         n, dtype_str(w->scale_dtype));
     if (w->rows <= 0 || w->cols <= 0)
         return lmc_error(LMC_ERR_SHAPE, "%s: empty shape [%lld, %lld]", n, (long long)w->rows,
                          (long long)w->cols);
@@ -81,9 +84,9 @@ lmc_status lmc_qweight_from_tensors(const lmc_tensor *weight, const lmc_tensor *
     if (!weight || !scales || !biases || !out)
         return lmc_error(LMC_ERR_INVALID_ARG, "%s: missing tensor", n);
     if (!bits_ok(bits))
-        return lmc_error(LMC_ERR_UNSUPPORTED,
-                         "%s: %d-bit quantization is not supported (bits must be 2, 3, 4, 5, 6 or 8)",
-                         n, bits);
+        return lmc_error(
+            LMC_ERR_UNSUPPORTED,
+            "%s: %d-bit quantization is not supported (bits must be 2, 3, 4, 5, 6 or 8)", n, bits);
     if (!group_ok(group_size))
         return lmc_error(LMC_ERR_UNSUPPORTED,
                          "%s: group size %d is not supported (must be 32, 64 or 128)", n,
@@ -99,30 +102,35 @@ lmc_status lmc_qweight_from_tensors(const lmc_tensor *weight, const lmc_tensor *
                          n, dtype_str(scales->dtype));
     if (weight->ndim < 2 || scales->ndim != weight->ndim || biases->ndim != weight->ndim)
         return lmc_error(LMC_ERR_SHAPE, "%s: weight %s, scales %s: need matching ranks >= 2", n,
-                         shape_str(weight, b1, sizeof b1),
-                         shape_str(scales, b2, sizeof b2));
+                         shape_str(weight, b1, sizeof b1), shape_str(scales, b2, sizeof b2));
     for (int i = 0; i < weight->ndim; i++) {
         bool last = i == weight->ndim - 1;
         if ((!last && scales->shape[i] != weight->shape[i]) || biases->shape[i] != scales->shape[i])
             return lmc_error(LMC_ERR_SHAPE, "%s: weight %s does not match scales %s / biases", n,
-                             shape_str(weight, b1, sizeof b1),
-                             shape_str(scales, b2, sizeof b2));
+                             shape_str(weight, b1, sizeof b1), shape_str(scales, b2, sizeof b2));
     }
     int64_t words = weight->shape[weight->ndim - 1];
     int64_t ngroups = scales->shape[scales->ndim - 1];
     if (words <= 0 || ngroups <= 0 || (words * 32) % bits != 0)
-        return lmc_error(LMC_ERR_SHAPE, "%s: packed width %lld is not a whole number of %d-bit values",
-                         n, (long long)words, bits);
+        return lmc_error(LMC_ERR_SHAPE,
+                         "%s: packed width %lld is not a whole number of %d-bit values", n,
+                         (long long)words, bits);
     int64_t cols = words * 32 / bits;
     if (cols != ngroups * group_size)
-        return lmc_error(LMC_ERR_SHAPE,
-                         "%s: packed width %lld (%lld %d-bit values) does not match %lld groups of %d "
-                         "(wrong bits or group_size?)",
-                         n, (long long)words, (long long)cols, bits, (long long)ngroups, group_size);
+        return lmc_error(
+            LMC_ERR_SHAPE,
+            "%s: packed width %lld (%lld %d-bit values) does not match %lld groups of %d "
+            "(wrong bits or group_size?)",
+            n, (long long)words, (long long)cols, bits, (long long)ngroups, group_size);
     lmc_qweight q = {
-        .packed = weight->data, .scales = scales->data, .biases = biases->data,
-        .scale_dtype = scales->dtype, .bits = bits, .group_size = group_size,
-        .rows = leading_rows(weight), .cols = cols,
+        .packed = weight->data,
+        .scales = scales->data,
+        .biases = biases->data,
+        .scale_dtype = scales->dtype,
+        .bits = bits,
+        .group_size = group_size,
+        .rows = leading_rows(weight),
+        .cols = cols,
     };
     uint64_t need_w = (uint64_t)q.rows * (uint64_t)words * 4;
     uint64_t need_s = (uint64_t)q.rows * (uint64_t)ngroups * quant_scale_size(scales->dtype);
@@ -171,24 +179,23 @@ static bool cpu_has_avx2(void) {
 #endif
 }
 
-/* -1: not chosen yet; 0: generic; 1: AVX2. Every thread that races on the
- * first call computes the same value. */
-static atomic_int g_simd = -1;
+bool lmc_cpu_has_avx2_fma_f16c(void) {
+    static atomic_int cached = -1; /* racing first calls compute the same value */
+    int c = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (c < 0) {
+        c = cpu_has_avx2();
+        atomic_store_explicit(&cached, c, memory_order_relaxed);
+    }
+    return c != 0;
+}
 
 bool quant_use_avx2(void) {
-    int m = atomic_load_explicit(&g_simd, memory_order_relaxed);
-    if (m < 0) {
-        const char *no = getenv("LMC_NO_SIMD");
-        bool off = no && no[0] && strcmp(no, "0") != 0;
-        m = !off && cpu_has_avx2();
-        atomic_store(&g_simd, m);
-    }
-    return m != 0;
+    return lmc_kernels() != lmc_kernels_generic() && lmc_cpu_has_avx2_fma_f16c();
 }
 
 bool lmc_quant_use_simd(bool enable) {
-    atomic_store(&g_simd, enable && cpu_has_avx2() ? 1 : 0);
-    return atomic_load(&g_simd) != 0;
+    lmc_kernels_use(enable ? lmc_kernels_avx2() : lmc_kernels_generic());
+    return quant_use_avx2();
 }
 
 /* ---- unpacking (generic) --------------------------------------------------------- */
@@ -208,8 +215,8 @@ static void unpack_range(const uint32_t *row, int bits, int64_t c0, int64_t n, u
         }
         return;
     }
-    int pack = bits == 6 ? 4 : 8;       /* values per pack */
-    int bpp = bits == 5 ? 5 : 3;        /* bytes per pack */
+    int pack = bits == 6 ? 4 : 8; /* values per pack */
+    int bpp = bits == 5 ? 5 : 3;  /* bytes per pack */
     const uint8_t *bp = (const uint8_t *)row + c0 / pack * bpp;
     for (int64_t i = 0; i < n; i += pack, bp += bpp) {
         uint64_t v = 0;
@@ -344,11 +351,11 @@ static int64_t row_grain(const lmc_qweight *w) {
     return g < 1 ? 1 : g;
 }
 
-void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x,
-                      int64_t T, float *y, int64_t ldy) {
+void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int64_t T,
+                      float *y, int64_t ldy) {
     if (T <= 0 || r1 <= r0) return;
-    qjob j = {.w = w, .r0 = r0, .r1 = r1, .x = x, .T = T, .y = y, .ldy = ldy,
-              .avx2 = quant_use_avx2()};
+    qjob j = {
+        .w = w, .r0 = r0, .r1 = r1, .x = x, .T = T, .y = y, .ldy = ldy, .avx2 = quant_use_avx2()};
     if (T > 1) {
         int64_t tiles = (r1 - r0 + QUANT_TILE_ROWS - 1) / QUANT_TILE_ROWS;
         int64_t grain = row_grain(w) / QUANT_TILE_ROWS;

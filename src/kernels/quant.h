@@ -16,12 +16,12 @@
 #include "tensor/tensor.h"
 
 typedef struct lmc_qweight {
-    const uint32_t *packed;       /* [rows, cols*bits/32] */
-    const void *scales, *biases;  /* [rows, cols/group_size], dtype scale_dtype */
-    lmc_dtype scale_dtype;        /* F16, BF16 or F32 */
-    int bits;                     /* 2, 3, 4, 5, 6, 8 */
-    int group_size;               /* 32, 64, 128 */
-    int64_t rows, cols;           /* the logical (dequantized) shape [out, in] */
+    const uint32_t *packed;      /* [rows, cols*bits/32] */
+    const void *scales, *biases; /* [rows, cols/group_size], dtype scale_dtype */
+    lmc_dtype scale_dtype;       /* F16, BF16 or F32 */
+    int bits;                    /* 2, 3, 4, 5, 6, 8 */
+    int group_size;              /* 32, 64, 128 */
+    int64_t rows, cols;          /* the logical (dequantized) shape [out, in] */
 } lmc_qweight;
 
 /* Checks bits (2,3,4,5,6,8), group_size (32,64,128), scale dtype, shape
@@ -51,15 +51,18 @@ lmc_qweight lmc_qweight_rows(const lmc_qweight *w, int64_t r0, int64_t n);
 uint64_t lmc_qweight_nbytes(const lmc_qweight *w);
 
 /* y[t*rows + r] = sum_c x[t*cols + c] * (scale*q + bias) for t < T and all
- * rows; multithreaded over rows. f32 accumulation. x and y must not overlap.
- * w must have passed lmc_qweight_check. */
+ * rows. f32 accumulation. x and y must not overlap. w must have passed
+ * lmc_qweight_check. Multithreaded over rows with lmc_parallel_for, so not to
+ * be called from inside a parallel_for body. T == 1 uses the per-group
+ * identity s*dot(q, x) + b*sum(x); T > 1 dequantizes 4 rows x 512 columns at
+ * a time into a buffer reused by every token. */
 void lmc_qmatmul(const lmc_qweight *w, const float *x, int64_t T, float *y);
 
 /* Rows [r0, r1) only: y[t*ldy + (r - r0)] for t < T (ldy >= r1 - r0). For
  * MoE experts, vocabulary shards of a tied head, or writing into a wider
  * buffer. 0 <= r0 <= r1 <= rows. */
-void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x,
-                      int64_t T, float *y, int64_t ldy);
+void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int64_t T,
+                      float *y, int64_t ldy);
 
 /* out[c] = scale*q + bias for one row (out has cols floats); the product and
  * the sum are each rounded to f32 (no FMA), the same values as
@@ -69,11 +72,16 @@ void lmc_qdequant_row(const lmc_qweight *w, int64_t row, float *out);
 /* The unpacked q values of one row (cols bytes, each in [0, 2^bits)). */
 void lmc_qunpack_row(const lmc_qweight *w, int64_t row, uint8_t *q);
 
-/* Selects the kernels: true = AVX2 when the CPU has it, false = generic C.
- * The default is AVX2 when available unless the environment sets
- * LMC_NO_SIMD=1. Returns whether AVX2 is now used. For tests and benchmarks;
- * not to be called while a matmul runs. */
+/* The quantized kernels follow the active kernel table (kernels.h): AVX2
+ * unless lmc_kernels() is the generic table (LMC_NO_SIMD=1, or
+ * lmc_kernels_use(lmc_kernels_generic())). This sets the table: true = the
+ * AVX2 one when the CPU has it, false = generic. Returns whether AVX2 is now
+ * used. For tests and benchmarks; not to be called while a matmul runs. */
 bool lmc_quant_use_simd(bool enable);
+
+/* CPU has AVX2, FMA and F16C and the OS saves YMM state (cpuid + xgetbv;
+ * cached). */
+bool lmc_cpu_has_avx2_fma_f16c(void);
 
 /* Which mlx kernel lmc_quantize_affine_ex reproduces. */
 typedef enum lmc_quant_variant {
@@ -99,12 +107,10 @@ typedef enum lmc_quant_variant {
  * [rows, cols/group_size] of scale_dtype (F16, BF16 or F32).
  * LMC_ERR_UNSUPPORTED for bits/group/dtype, LMC_ERR_SHAPE when cols is not a
  * multiple of group_size, LMC_ERR_INVALID_ARG for NULL pointers. */
-lmc_status lmc_quantize_affine(const float *w, int64_t rows, int64_t cols, int bits,
-                               int group_size, lmc_dtype scale_dtype, uint32_t *packed,
-                               void *scales, void *biases);
+lmc_status lmc_quantize_affine(const float *w, int64_t rows, int64_t cols, int bits, int group_size,
+                               lmc_dtype scale_dtype, uint32_t *packed, void *scales, void *biases);
 lmc_status lmc_quantize_affine_ex(const float *w, int64_t rows, int64_t cols, int bits,
-                                  int group_size, lmc_dtype scale_dtype,
-                                  lmc_quant_variant variant, uint32_t *packed, void *scales,
-                                  void *biases);
+                                  int group_size, lmc_dtype scale_dtype, lmc_quant_variant variant,
+                                  uint32_t *packed, void *scales, void *biases);
 
 #endif

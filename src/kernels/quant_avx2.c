@@ -61,13 +61,17 @@ typedef struct gen_unpack {
  * halves, so the in-half indices are the same. */
 #define GU_LO(b, e) (((e) * (b)) >> 3)
 #define GU_LANE(b, e) GU_LO(b, e), GU_LO(b, e) + 1, 0x80, 0x80
-#define GU_SHUF(b, e0)                                                                    \
-    { GU_LANE(b, e0), GU_LANE(b, e0 + 1), GU_LANE(b, e0 + 2), GU_LANE(b, e0 + 3),         \
-      GU_LANE(b, e0 + 4), GU_LANE(b, e0 + 5), GU_LANE(b, e0 + 6), GU_LANE(b, e0 + 7) }
+#define GU_SHUF(b, e0)                                                                             \
+    {                                                                                              \
+        GU_LANE(b, e0), GU_LANE(b, e0 + 1), GU_LANE(b, e0 + 2), GU_LANE(b, e0 + 3),                \
+            GU_LANE(b, e0 + 4), GU_LANE(b, e0 + 5), GU_LANE(b, e0 + 6), GU_LANE(b, e0 + 7)         \
+    }
 #define GU_SH(b, e) (((e) * (b)) & 7)
-#define GU_SHIFT(b, e0)                                                                   \
-    { GU_SH(b, e0), GU_SH(b, e0 + 1), GU_SH(b, e0 + 2), GU_SH(b, e0 + 3), GU_SH(b, e0 + 4), \
-      GU_SH(b, e0 + 5), GU_SH(b, e0 + 6), GU_SH(b, e0 + 7) }
+#define GU_SHIFT(b, e0)                                                                            \
+    {                                                                                              \
+        GU_SH(b, e0), GU_SH(b, e0 + 1), GU_SH(b, e0 + 2), GU_SH(b, e0 + 3), GU_SH(b, e0 + 4),      \
+            GU_SH(b, e0 + 5), GU_SH(b, e0 + 6), GU_SH(b, e0 + 7)                                   \
+    }
 #define GU_BITS(b) [b] = {{GU_SHUF(b, 0), GU_SHUF(b, 8)}, {GU_SHIFT(b, 0), GU_SHIFT(b, 8)}}
 
 static const struct {
@@ -125,10 +129,14 @@ static inline __m256 row_groups_q4(const uint8_t *p, const float *xp, const floa
         for (int h = 0; h < g; h += 32) {
             __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
             __m256i b1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8)));
-            a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b0, m4)), _mm256_loadu_ps(xp), a0);
-            a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b0, 4)), _mm256_loadu_ps(xp + 8), a1);
-            a2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b1, m4)), _mm256_loadu_ps(xp + 16), a2);
-            a3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b1, 4)), _mm256_loadu_ps(xp + 24), a3);
+            a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b0, m4)), _mm256_loadu_ps(xp),
+                                 a0);
+            a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b0, 4)),
+                                 _mm256_loadu_ps(xp + 8), a1);
+            a2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b1, m4)),
+                                 _mm256_loadu_ps(xp + 16), a2);
+            a3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b1, 4)),
+                                 _mm256_loadu_ps(xp + 24), a3);
             p += 16;
             xp += 32;
         }
@@ -204,7 +212,8 @@ void quant_matvec_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const float
                 tot = _mm256_add_ps(tot, row_groups_gen(&u, p, end, xs, sc, n, g));
             int j = 0;
             for (; j + 8 <= n; j += 8)
-                btot = _mm256_fmadd_ps(_mm256_load_ps(bi + j), _mm256_loadu_ps(gsum + j0 + j), btot);
+                btot =
+                    _mm256_fmadd_ps(_mm256_load_ps(bi + j), _mm256_loadu_ps(gsum + j0 + j), btot);
             for (; j < n; j++) btail += bi[j] * gsum[j0 + j];
         }
         y[r - r0] = hsum256(tot) + (hsum256(btot) + btail);
@@ -227,7 +236,8 @@ void quant_dequant_tile_avx2(const lmc_qweight *w, int64_t r0, int nr, int64_t c
         const uint8_t *rp = base + r * row_bytes;
         float *out = buf + (int64_t)i * nc;
         for (int64_t cs = c0; cs < c0 + nc; cs += (int64_t)SEG_GROUPS * g) {
-            int64_t cn = c0 + nc - cs < (int64_t)SEG_GROUPS * g ? c0 + nc - cs : (int64_t)SEG_GROUPS * g;
+            int64_t cn =
+                c0 + nc - cs < (int64_t)SEG_GROUPS * g ? c0 + nc - cs : (int64_t)SEG_GROUPS * g;
             int n = (int)(cn / g);
             load_scales(w->scales, w->scale_dtype, r * ng + cs / g, n, sc);
             load_scales(w->biases, w->scale_dtype, r * ng + cs / g, n, bi);
@@ -241,11 +251,13 @@ void quant_dequant_tile_avx2(const lmc_qweight *w, int64_t r0, int nr, int64_t c
                     _mm_prefetch((const char *)((uintptr_t)p + QUANT_CHUNK_COLS), _MM_HINT_T0);
                     _mm_prefetch((const char *)((uintptr_t)p + QUANT_CHUNK_COLS + 64), _MM_HINT_T0);
                     for (int k = 0; k < g; k += 8)
-                        _mm256_storeu_ps(o + k, _mm256_add_ps(_mm256_mul_ps(u8x8_to_ps(p + k), s), b));
+                        _mm256_storeu_ps(o + k,
+                                         _mm256_add_ps(_mm256_mul_ps(u8x8_to_ps(p + k), s), b));
                 } else {
                     const uint8_t *p = rp + c * bits / 8;
                     /* the next chunk of this row: the tile walks 4 short streams */
-                    _mm_prefetch((const char *)((uintptr_t)p + QUANT_CHUNK_COLS * bits / 8), _MM_HINT_T0);
+                    _mm_prefetch((const char *)((uintptr_t)p + QUANT_CHUNK_COLS * bits / 8),
+                                 _MM_HINT_T0);
                     for (int k = 0; k < g; k += 16, p += u.bytes16) {
                         __m256 q0, q1;
                         gen_unpack16(&u, p, end, &q0, &q1);
@@ -268,7 +280,8 @@ void quant_dense_tile_avx2(const float *buf, int nr, int64_t nc, const float *x,
                 const float *wr = buf + i * nc, *xt = x + t * ldx;
                 for (int64_t c = 0; c < nc; c += 16) {
                     a0 = _mm256_fmadd_ps(_mm256_loadu_ps(wr + c), _mm256_loadu_ps(xt + c), a0);
-                    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(wr + c + 8), _mm256_loadu_ps(xt + c + 8), a1);
+                    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(wr + c + 8), _mm256_loadu_ps(xt + c + 8),
+                                         a1);
                 }
                 y[t * ldy + i] += hsum256(_mm256_add_ps(a0, a1));
             }

@@ -61,7 +61,9 @@ static inline uint16_t quant_f32_to_f16(float x) {
     return (uint16_t)(sign16 | (e16 + m16));
 }
 
-static inline float quant_bf16_to_f32(uint16_t b) { return quant_bits_f32((uint32_t)b << 16); }
+static inline float quant_bf16_to_f32(uint16_t b) {
+    return quant_bits_f32((uint32_t)b << 16);
+}
 
 /* float -> bfloat16 as mlx's _MLX_BFloat16(float) (mlx/types/bf16.h):
  * round to nearest even on the bits, NaN -> 0x7FC0. */
@@ -75,17 +77,26 @@ static inline uint16_t quant_f32_to_bf16(float x) {
 /* Element g of a scales/biases array of dtype dt, as float. */
 static inline float quant_load_scale(const void *p, lmc_dtype dt, int64_t g) {
     switch (dt) {
-    case LMC_DTYPE_F16: return quant_f16_to_f32(((const uint16_t *)p)[g]);
-    case LMC_DTYPE_BF16: return quant_bf16_to_f32(((const uint16_t *)p)[g]);
-    default: return ((const float *)p)[g];
+    case LMC_DTYPE_F16:
+        return quant_f16_to_f32(((const uint16_t *)p)[g]);
+    case LMC_DTYPE_BF16:
+        return quant_bf16_to_f32(((const uint16_t *)p)[g]);
+    default:
+        return ((const float *)p)[g];
     }
 }
 
-static inline size_t quant_scale_size(lmc_dtype dt) { return dt == LMC_DTYPE_F32 ? 4 : 2; }
+static inline size_t quant_scale_size(lmc_dtype dt) {
+    return dt == LMC_DTYPE_F32 ? 4 : 2;
+}
 
 /* Words of packed data per row. */
-static inline int64_t quant_row_words(const lmc_qweight *w) { return w->cols * w->bits / 32; }
-static inline int64_t quant_groups(const lmc_qweight *w) { return w->cols / w->group_size; }
+static inline int64_t quant_row_words(const lmc_qweight *w) {
+    return w->cols * w->bits / 32;
+}
+static inline int64_t quant_groups(const lmc_qweight *w) {
+    return w->cols / w->group_size;
+}
 
 /* ---- AVX2 kernels (quant_avx2.c); call only when quant_use_avx2() ---- */
 bool quant_use_avx2(void);

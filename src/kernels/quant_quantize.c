@@ -15,8 +15,12 @@
 #include <float.h>
 
 /* std::max / std::min on floats: (a < b) ? b : a and (b < a) ? b : a. */
-static inline float std_max(float a, float b) { return a < b ? b : a; }
-static inline float std_min(float a, float b) { return b < a ? b : a; }
+static inline float std_max(float a, float b) {
+    return a < b ? b : a;
+}
+static inline float std_min(float a, float b) {
+    return b < a ? b : a;
+}
 
 /* The value of static_cast<T>(x) for T = dtype, as float. */
 static inline float round_to(lmc_dtype dt, float x) {
@@ -106,30 +110,40 @@ static void quantize_rows(void *ctx, int64_t r0, int64_t r1, int worker) {
 }
 
 lmc_status lmc_quantize_affine_ex(const float *w, int64_t rows, int64_t cols, int bits,
-                                  int group_size, lmc_dtype scale_dtype,
-                                  lmc_quant_variant variant, uint32_t *packed, void *scales,
-                                  void *biases) {
+                                  int group_size, lmc_dtype scale_dtype, lmc_quant_variant variant,
+                                  uint32_t *packed, void *scales, void *biases) {
     if (!w || !packed || !scales || !biases)
         return lmc_error(LMC_ERR_INVALID_ARG, "quantize: NULL argument");
     if (variant != LMC_QUANT_MLX_CPU && variant != LMC_QUANT_MLX_GPU)
         return lmc_error(LMC_ERR_INVALID_ARG, "quantize: unknown variant %d", (int)variant);
     /* Reuse the layout checks; the pointers only need to be non-NULL. */
-    lmc_qweight q = {.packed = packed, .scales = scales, .biases = biases,
-                     .scale_dtype = scale_dtype, .bits = bits, .group_size = group_size,
-                     .rows = rows, .cols = cols};
+    lmc_qweight q = {.packed = packed,
+                     .scales = scales,
+                     .biases = biases,
+                     .scale_dtype = scale_dtype,
+                     .bits = bits,
+                     .group_size = group_size,
+                     .rows = rows,
+                     .cols = cols};
     lmc_status st = lmc_qweight_check(&q, "quantize");
     if (st != LMC_OK) return st;
-    quant_job j = {.w = w, .cols = cols, .bits = bits, .group_size = group_size,
-                   .dt = scale_dtype, .variant = variant, .packed = packed, .scales = scales,
+    quant_job j = {.w = w,
+                   .cols = cols,
+                   .bits = bits,
+                   .group_size = group_size,
+                   .dt = scale_dtype,
+                   .variant = variant,
+                   .packed = packed,
+                   .scales = scales,
                    .biases = biases};
     int64_t grain = 65536 / cols;
     lmc_parallel_for(rows, grain < 1 ? 1 : grain, quantize_rows, &j);
     return LMC_OK;
 }
 
-lmc_status lmc_quantize_affine(const float *w, int64_t rows, int64_t cols, int bits,
-                               int group_size, lmc_dtype scale_dtype, uint32_t *packed,
-                               void *scales, void *biases) {
-    return lmc_quantize_affine_ex(w, rows, cols, bits, group_size, scale_dtype,
-                                  LMC_QUANT_MLX_CPU, packed, scales, biases);
+lmc_status lmc_quantize_affine(const float *w, int64_t rows, int64_t cols, int bits, int group_size,
+                               lmc_dtype scale_dtype, uint32_t *packed, void *scales,
+                               void *biases) {
+    return lmc_quantize_affine_ex(w, rows, cols, bits, group_size, scale_dtype, LMC_QUANT_MLX_CPU,
+                                  packed, scales, biases);
 }
