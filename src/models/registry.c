@@ -5,8 +5,10 @@
 
 extern const lmc_arch lmc_arch_llama, lmc_arch_mistral, lmc_arch_qwen2, lmc_arch_gemma, lmc_arch_phi3,
     lmc_arch_mixtral;
+extern const lmc_arch lmc_arch_qwen3, lmc_arch_gemma2, lmc_arch_gemma3_text, lmc_arch_starcoder2;
 
 static const lmc_arch *const archs[] = {&lmc_arch_llama, &lmc_arch_mistral, &lmc_arch_qwen2,
+    &lmc_arch_qwen3, &lmc_arch_gemma2, &lmc_arch_gemma3_text, &lmc_arch_starcoder2,
                                         &lmc_arch_gemma, &lmc_arch_phi3,   &lmc_arch_mixtral};
 
 const lmc_arch *lmc_arch_find(const char *model_type) {
