@@ -114,7 +114,18 @@ MODELS = {
 }
 
 
+def check_sizes(cfg):
+    """A config class that silently dropped a keyword would build a different model."""
+    want = common()
+    for key in ("vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads",
+                "head_dim", "bos_token_id", "eos_token_id"):
+        if getattr(cfg, key, None) != want[key]:
+            raise RuntimeError("config %s = %r, expected %r" % (key, getattr(cfg, key, None),
+                                                                want[key]))
+
+
 def from_config(cfg):
+    check_sizes(cfg)
     cfg._attn_implementation = "eager"
     try:
         return AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
