@@ -47,7 +47,9 @@ static void write_weights(random_model *m, arch_id a, unsigned flags) {
     static const struct {
         const char *name;
         int64_t out, in;
-    } attn[] = {{"q_proj", NH * HD, H}, {"k_proj", NKV * HD, H}, {"v_proj", NKV * HD, H},
+    } attn[] = {{"q_proj", NH * HD, H},
+                {"k_proj", NKV * HD, H},
+                {"v_proj", NKV * HD, H},
                 {"o_proj", H, NH * HD}};
     for (int l = 0; l < L; l++) {
         for (int j = 0; j < 4; j++) {
@@ -58,8 +60,10 @@ static void write_weights(random_model *m, arch_id a, unsigned flags) {
                                   l, attn[j].name);
         }
         if ((a == QWEN3 || a == GEMMA3) && !(flags & NO_QK_NORM)) {
-            random_model_addf(m, HD, 0, 0.2f, norm_offset, "model.layers.%d.self_attn.q_norm.weight", l);
-            random_model_addf(m, HD, 0, 0.2f, norm_offset, "model.layers.%d.self_attn.k_norm.weight", l);
+            random_model_addf(m, HD, 0, 0.2f, norm_offset,
+                              "model.layers.%d.self_attn.q_norm.weight", l);
+            random_model_addf(m, HD, 0, 0.2f, norm_offset,
+                              "model.layers.%d.self_attn.k_norm.weight", l);
         }
         if (sc && !(flags & LLAMA_MLP_NAMES)) {
             random_model_addf(m, I, H, 0.25f, 0, "model.layers.%d.mlp.c_fc.weight", l);
@@ -114,9 +118,9 @@ static void tokens(int32_t *t, int n) {
 static void full_cache_logits(lmc_model *m, const int32_t *t, int n, float *out) {
     lmc_kv_cache kv;
     const lmc_model_config *c = &m->cfg;
-    assert_int_equal(lmc_kv_cache_init(&kv, c->num_hidden_layers, c->num_key_value_heads,
-                                       c->head_dim, n),
-                     LMC_OK);
+    assert_int_equal(
+        lmc_kv_cache_init(&kv, c->num_hidden_layers, c->num_key_value_heads, c->head_dim, n),
+        LMC_OK);
     assert_int_equal(m->arch->forward(m, &kv, t, n, true, out), LMC_OK);
     lmc_kv_cache_free(&kv);
 }
@@ -188,11 +192,10 @@ static void test_gemma2(void **state) {
 static void test_gemma3(void **state) {
     (void)state;
     check_rotating_equals_full(GEMMA3, ", \"sliding_window_pattern\": 2", 2);
-    check_rotating_equals_full(
-        GEMMA3,
-        ", \"layer_types\": [\"sliding_attention\", \"sliding_attention\", "
-        "\"sliding_attention\", \"full_attention\"]",
-        3);
+    check_rotating_equals_full(GEMMA3,
+                               ", \"layer_types\": [\"sliding_attention\", \"sliding_attention\", "
+                               "\"sliding_attention\", \"full_attention\"]",
+                               3);
 }
 
 static void test_starcoder2(void **state) {

@@ -17,8 +17,9 @@ static size_t list_names(const lmc_weights *w, const char *prefix, char *list, s
     for (size_t i = 0; i < w->n_tensors; i++) {
         const char *name = w->index[i]->name;
         if (strncmp(name, prefix, plen) != 0) continue;
-        int n = shown < 12 ? snprintf(list + off, size - off, "%s%s", shown ? ", " : "", name + plen)
-                           : -1;
+        int n = shown < 12
+                    ? snprintf(list + off, size - off, "%s%s", shown ? ", " : "", name + plen)
+                    : -1;
         if (n < 0 || (size_t)n >= size - off) {
             list[off] = '\0';
             (*more)++;
@@ -37,8 +38,10 @@ lmc_status lmc_bind_explain(const lmc_binder *b, lmc_status st, const char *modu
     snprintf(msg, sizeof msg, "%s", lmc_last_error());
     size_t more;
     size_t shown = list_names(b->w, b->prefix, list, sizeof list, &more);
-    if (shown && b->prefix[0]) snprintf(where, sizeof where, " under '%s'", b->prefix);
-    else if (!shown) shown = list_names(b->w, "", list, sizeof list, &more);
+    if (shown && b->prefix[0])
+        snprintf(where, sizeof where, " under '%s'", b->prefix);
+    else if (!shown)
+        shown = list_names(b->w, "", list, sizeof list, &more);
     char tail[32] = "";
     if (more) snprintf(tail, sizeof tail, " (+%zu more)", more);
     return lmc_error(st, "%s; %s expects '%s%s' with %s; the file holds%s: %s%s", msg, b->arch,

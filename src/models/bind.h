@@ -10,8 +10,8 @@
 
 typedef struct lmc_binder {
     const lmc_weights *w;
-    const char *arch;  /* model_type, for messages */
-    char prefix[128];  /* e.g. "model.layers.3."; "" for top-level modules */
+    const char *arch; /* model_type, for messages */
+    char prefix[128]; /* e.g. "model.layers.3."; "" for top-level modules */
 } lmc_binder;
 
 /* Sets the prefix modules are looked up under ("" for none). */

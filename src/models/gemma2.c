@@ -52,12 +52,12 @@ static lmc_status gemma2_load(lmc_model *m) {
             (st = lmc_bind_linear(&b, &y->mlp.up, "mlp.up_proj", H, I, false)) ||
             (st = lmc_bind_linear(&b, &y->mlp.down, "mlp.down_proj", I, H, false)) ||
             (st = lmc_bind_norm(&b, &y->attn_norm, "input_layernorm", H, eps, 1.0f, false)) ||
-            (st = lmc_bind_norm(&b, &y->post_attn_norm, "post_attention_layernorm", H, eps,
-                                1.0f, false)) ||
+            (st = lmc_bind_norm(&b, &y->post_attn_norm, "post_attention_layernorm", H, eps, 1.0f,
+                                false)) ||
             (st = lmc_bind_norm(&b, &y->mlp_norm, "pre_feedforward_layernorm", H, eps, 1.0f,
                                 false)) ||
-            (st = lmc_bind_norm(&b, &y->post_mlp_norm, "post_feedforward_layernorm", H, eps,
-                                1.0f, false)))
+            (st = lmc_bind_norm(&b, &y->post_mlp_norm, "post_feedforward_layernorm", H, eps, 1.0f,
+                                false)))
             return st;
         y->mlp.gated = true;
         y->mlp.act = act;
@@ -80,9 +80,12 @@ static lmc_status gemma2_load(lmc_model *m) {
     return LMC_OK;
 }
 
-static const lmc_config_defaults gemma2_defaults = {
-    .rms_norm_eps = 1e-6, .max_position_embeddings = 8192, .tie_word_embeddings = true,
-    .sliding_window = 4096, .bos_token_id = 2, .eos_token_id = 1};
+static const lmc_config_defaults gemma2_defaults = {.rms_norm_eps = 1e-6,
+                                                    .max_position_embeddings = 8192,
+                                                    .tie_word_embeddings = true,
+                                                    .sliding_window = 4096,
+                                                    .bos_token_id = 2,
+                                                    .eos_token_id = 1};
 
-const lmc_arch lmc_arch_gemma2 = {"gemma2", &gemma2_defaults, gemma2_load,
-                                  lmc_decoder_model_free, lmc_decoder_model_forward};
+const lmc_arch lmc_arch_gemma2 = {"gemma2", &gemma2_defaults, gemma2_load, lmc_decoder_model_free,
+                                  lmc_decoder_model_forward};

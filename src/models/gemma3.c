@@ -34,7 +34,8 @@ static lmc_status layer_rope(const lmc_model_config *c, const char *type, bool g
     const json_t *params = json_is_object(rp) ? json_object_get(rp, type) : NULL;
     bool nested = json_is_object(rp) && (json_object_get(rp, "sliding_attention") ||
                                          json_object_get(rp, "full_attention"));
-    if (!nested && global) params = json_is_object(rp) ? rp : json_object_get(c->json, "rope_scaling");
+    if (!nested && global)
+        params = json_is_object(rp) ? rp : json_object_get(c->json, "rope_scaling");
     double theta = global ? lmc_json_number(c->json, "rope_theta", 1e6, NULL)
                           : lmc_json_number(c->json, "rope_local_base_freq", 10000.0, NULL);
     return lmc_rope_config_from(c, json_is_object(params) ? params : NULL, theta, what, out);
@@ -98,12 +99,12 @@ static lmc_status gemma3_load(lmc_model *m) {
             (st = lmc_bind_linear(&b, &y->mlp.up, "mlp.up_proj", H, I, false)) ||
             (st = lmc_bind_linear(&b, &y->mlp.down, "mlp.down_proj", I, H, false)) ||
             (st = lmc_bind_norm(&b, &y->attn_norm, "input_layernorm", H, eps, 1.0f, false)) ||
-            (st = lmc_bind_norm(&b, &y->post_attn_norm, "post_attention_layernorm", H, eps,
-                                1.0f, false)) ||
+            (st = lmc_bind_norm(&b, &y->post_attn_norm, "post_attention_layernorm", H, eps, 1.0f,
+                                false)) ||
             (st = lmc_bind_norm(&b, &y->mlp_norm, "pre_feedforward_layernorm", H, eps, 1.0f,
                                 false)) ||
-            (st = lmc_bind_norm(&b, &y->post_mlp_norm, "post_feedforward_layernorm", H, eps,
-                                1.0f, false)))
+            (st = lmc_bind_norm(&b, &y->post_mlp_norm, "post_feedforward_layernorm", H, eps, 1.0f,
+                                false)))
             return st;
         y->mlp.gated = true;
         y->mlp.act = act;
@@ -118,9 +119,12 @@ static lmc_status gemma3_load(lmc_model *m) {
     return LMC_OK;
 }
 
-static const lmc_config_defaults gemma3_defaults = {
-    .rms_norm_eps = 1e-6, .max_position_embeddings = 131072, .tie_word_embeddings = true,
-    .sliding_window = 4096, .bos_token_id = 2, .eos_token_id = 1};
+static const lmc_config_defaults gemma3_defaults = {.rms_norm_eps = 1e-6,
+                                                    .max_position_embeddings = 131072,
+                                                    .tie_word_embeddings = true,
+                                                    .sliding_window = 4096,
+                                                    .bos_token_id = 2,
+                                                    .eos_token_id = 1};
 
 const lmc_arch lmc_arch_gemma3_text = {"gemma3_text", &gemma3_defaults, gemma3_load,
                                        lmc_decoder_model_free, lmc_decoder_model_forward};

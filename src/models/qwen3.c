@@ -42,8 +42,7 @@ static lmc_status qwen3_load(lmc_model *m) {
             (st = lmc_bind_linear(&b, &y->mlp.up, "mlp.up_proj", H, I, false)) ||
             (st = lmc_bind_linear(&b, &y->mlp.down, "mlp.down_proj", I, H, false)) ||
             (st = lmc_bind_norm(&b, &y->attn_norm, "input_layernorm", H, eps, 0.0f, false)) ||
-            (st = lmc_bind_norm(&b, &y->mlp_norm, "post_attention_layernorm", H, eps, 0.0f,
-                                false)))
+            (st = lmc_bind_norm(&b, &y->mlp_norm, "post_attention_layernorm", H, eps, 0.0f, false)))
             return st;
         y->mlp.gated = true;
         y->mlp.act = act;
@@ -61,9 +60,12 @@ static lmc_status qwen3_load(lmc_model *m) {
     return LMC_OK;
 }
 
-static const lmc_config_defaults qwen3_defaults = {
-    .rms_norm_eps = 1e-6, .max_position_embeddings = 32768, .tie_word_embeddings = false,
-    .sliding_window = 0, .bos_token_id = -1, .eos_token_id = -1};
+static const lmc_config_defaults qwen3_defaults = {.rms_norm_eps = 1e-6,
+                                                   .max_position_embeddings = 32768,
+                                                   .tie_word_embeddings = false,
+                                                   .sliding_window = 0,
+                                                   .bos_token_id = -1,
+                                                   .eos_token_id = -1};
 
 const lmc_arch lmc_arch_qwen3 = {"qwen3", &qwen3_defaults, qwen3_load, lmc_decoder_model_free,
                                  lmc_decoder_model_forward};

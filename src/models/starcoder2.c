@@ -28,8 +28,7 @@ static lmc_status starcoder2_load(lmc_model *m) {
     int64_t H = d->hidden, hd = d->head_dim, nh = d->n_heads, nkv = d->n_kv_heads,
             I = d->intermediate;
     lmc_binder b = {.w = w, .arch = "starcoder2"};
-    if ((st = lmc_embedding_bind(&d->embed, w, "model.embed_tokens.weight", d->vocab, H)) !=
-        LMC_OK)
+    if ((st = lmc_embedding_bind(&d->embed, w, "model.embed_tokens.weight", d->vocab, H)) != LMC_OK)
         return lmc_bind_explain(&b, st, "model.embed_tokens", "weight");
     if ((st = lmc_bind_norm(&b, &d->final_norm, "model.norm", H, eps, 0.0f, true)) != LMC_OK)
         return st;
@@ -48,8 +47,7 @@ static lmc_status starcoder2_load(lmc_model *m) {
             (st = lmc_bind_linear(&b, &y->mlp.up, "mlp.c_fc", H, I, bias)) ||
             (st = lmc_bind_linear(&b, &y->mlp.down, "mlp.c_proj", I, H, bias)) ||
             (st = lmc_bind_norm(&b, &y->attn_norm, "input_layernorm", H, eps, 0.0f, true)) ||
-            (st = lmc_bind_norm(&b, &y->mlp_norm, "post_attention_layernorm", H, eps, 0.0f,
-                                true)))
+            (st = lmc_bind_norm(&b, &y->mlp_norm, "post_attention_layernorm", H, eps, 0.0f, true)))
             return st;
         y->mlp.gated = false;
         y->mlp.act = act;
@@ -58,9 +56,12 @@ static lmc_status starcoder2_load(lmc_model *m) {
     return LMC_OK;
 }
 
-static const lmc_config_defaults starcoder2_defaults = {
-    .rms_norm_eps = 1e-5, .max_position_embeddings = 4096, .tie_word_embeddings = true,
-    .sliding_window = 0, .bos_token_id = 50256, .eos_token_id = 50256};
+static const lmc_config_defaults starcoder2_defaults = {.rms_norm_eps = 1e-5,
+                                                        .max_position_embeddings = 4096,
+                                                        .tie_word_embeddings = true,
+                                                        .sliding_window = 0,
+                                                        .bos_token_id = 50256,
+                                                        .eos_token_id = 50256};
 
 const lmc_arch lmc_arch_starcoder2 = {"starcoder2", &starcoder2_defaults, starcoder2_load,
                                       lmc_decoder_model_free, lmc_decoder_model_forward};

@@ -73,8 +73,8 @@ static float *regrow(float *old, int64_t heads, int64_t old_cap, int64_t new_cap
 
 lmc_status lmc_kv_cache_reserve(lmc_kv_cache *c, int64_t needed) {
     if (needed > c->max_capacity)
-        return lmc_error(LMC_ERR_RANGE, "%lld tokens exceed the context of %lld",
-                         (long long)needed, (long long)c->max_capacity);
+        return lmc_error(LMC_ERR_RANGE, "%lld tokens exceed the context of %lld", (long long)needed,
+                         (long long)c->max_capacity);
     if (c->max_batch > 0 && needed - c->length > c->max_batch)
         return lmc_error(LMC_ERR_INVALID_ARG,
                          "a batch of %lld tokens exceeds the %lld a rotating KV cache takes at "
