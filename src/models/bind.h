@@ -1,8 +1,8 @@
 /* Binding helpers for the model files: bind one module of a layer by its
  * name under the layer's prefix and, when a tensor is missing, turn the
- * error into one that names the architecture, the module, the tensors it
- * expects and the ones the file holds under that layer (a wrong key layout
- * then reads as such, not as one missing name). */
+ * error into one that names the architecture, the module and the tensors it
+ * expects, before what the file holds there (a wrong key layout then reads
+ * as such, not as one missing name). */
 #ifndef LMC_MODELS_BIND_H
 #define LMC_MODELS_BIND_H
 
@@ -23,10 +23,9 @@ lmc_status lmc_bind_linear(lmc_binder *b, lmc_linear *l, const char *module, int
 /* prefix + module as RMSNorm, or LayerNorm (weight and bias) when layer_norm. */
 lmc_status lmc_bind_norm(lmc_binder *b, lmc_norm *n, const char *module, int64_t dim, float eps,
                          float offset, bool layer_norm);
-/* When st is LMC_ERR_NOT_FOUND, rewrites the error: the original message,
- * then "<arch> expects <prefix><module>.{expected}" and up to 12 tensor
- * names present under the prefix (or the first names of the file when none
- * are). Returns st. */
+/* When st is LMC_ERR_NOT_FOUND, prefixes the error (which names the missing
+ * tensor and what the file holds under its module) with
+ * "<arch> expects '<prefix><module>' with <expected>". Returns st. */
 lmc_status lmc_bind_explain(const lmc_binder *b, lmc_status st, const char *module,
                             const char *expected);
 

@@ -1,6 +1,8 @@
 /* Phi3ForCausalLM (Phi-3, Phi-3.5; transformers modeling_phi3.py): fused
  * qkv_proj [q; k; v] and gate_up_proj [gate; up], partial rotary factor,
- * sliding window when the config sets one. */
+ * sliding window when the config sets one. Phi-3.5's rope_scaling longrope
+ * (su) is computed from config.json alone (nn/rope.c); Phi3Config's
+ * original_max_position_embeddings defaults to 4096. */
 #include "models/model.h"
 #include "nn/decoder.h"
 
@@ -13,6 +15,8 @@ static lmc_status phi3_load(lmc_model *m) {
     lmc_decoder *d = calloc(1, sizeof *d);
     if (!d) return lmc_error(LMC_ERR_NOMEM, "out of memory");
     m->impl = d;
+    if (m->cfg.rope.type == LMC_ROPE_LONGROPE && m->cfg.rope.original_max_position_embeddings <= 0)
+        m->cfg.rope.original_max_position_embeddings = 4096;
     lmc_status st = lmc_decoder_init(d, c);
     if (st != LMC_OK) return st;
     lmc_activation act;

@@ -112,13 +112,59 @@ static void add_into(float *x, const float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] += y[i];
 }
 
+/* Keeps the token of every cached position (kv->tokens), for longrope. */
+static lmc_status remember_tokens(lmc_kv_cache *kv, const int32_t *tokens, int64_t start,
+                                  int64_t T) {
+    if (start + T > kv->tokens_cap) {
+        int64_t cap = kv->tokens_cap ? kv->tokens_cap : 256;
+        while (cap < start + T) cap *= 2;
+        int32_t *p = realloc(kv->tokens, (size_t)cap * sizeof *p);
+        if (!p) return lmc_error(LMC_ERR_NOMEM, "out of memory for the token history");
+        kv->tokens = p;
+        kv->tokens_cap = cap;
+    }
+    memcpy(kv->tokens + start, tokens, (size_t)T * sizeof *tokens);
+    return LMC_OK;
+}
+
+/* Phi3/PhiMoE prepare_inputs_for_generation (transformers): the first time
+ * the sequence grows past original_max_position_embeddings the cache,
+ * rotated with the short factors, is dropped and the whole sequence is run
+ * again (now with the long factors). Same here, from the token history. */
+static lmc_status rerun_with_long_factors(lmc_decoder *d, lmc_kv_cache *kv,
+                                          const int32_t *tokens, int64_t T, bool all_positions,
+                                          float *logits) {
+    int64_t start = kv->length, n = start + T, V = d->vocab;
+    int32_t *all = malloc((size_t)n * sizeof *all);
+    float *full = logits && all_positions ? malloc((size_t)(n * V) * sizeof(float)) : NULL;
+    if (!all || (logits && all_positions && !full)) {
+        free(all);
+        free(full);
+        return lmc_error(LMC_ERR_NOMEM, "out of memory re-running %lld tokens", (long long)n);
+    }
+    memcpy(all, kv->tokens, (size_t)start * sizeof *all);
+    memcpy(all + start, tokens, (size_t)T * sizeof *all);
+    kv->length = 0;
+    lmc_status st = lmc_decoder_forward(d, kv, all, n, all_positions, full ? full : logits);
+    if (st == LMC_OK && full) memcpy(logits, full + start * V, (size_t)(T * V) * sizeof(float));
+    if (st != LMC_OK) kv->length = 0;
+    free(all);
+    free(full);
+    return st;
+}
+
 lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *tokens,
                                int64_t T, bool all_positions, float *logits) {
     int64_t H = d->hidden, hd = d->head_dim, nh = d->n_heads, nkv = d->n_kv_heads;
     int64_t qd = nh * hd, kd = nkv * hd;
     int64_t start = kv->length;
+    bool longrope = d->rope.long_inv_freq != NULL;
+    if (longrope && start > 0 && kv->tokens && !lmc_rope_uses_long(&d->rope, start) &&
+        lmc_rope_uses_long(&d->rope, start + T))
+        return rerun_with_long_factors(d, kv, tokens, T, all_positions, logits);
     lmc_status st = lmc_kv_cache_reserve(kv, start + T);
     if (st != LMC_OK) return st;
+    if (longrope && (st = remember_tokens(kv, tokens, start, T)) != LMC_OK) return st;
     size_t n_floats = (size_t)(T * (3 * H + 2 * qd + 2 * kd + (qd + 2 * kd)));
     float *buf = lmc_alloc_aligned(n_floats * sizeof(float));
     int32_t *pos = malloc((size_t)T * sizeof *pos);
@@ -136,28 +182,35 @@ lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *
         for (int64_t i = 0; i < T * H; i++) x[i] *= d->embed_scale;
     for (int64_t l = 0; l < d->n_layers && st == LMC_OK; l++) {
         const lmc_decoder_layer *y = &d->layers[l];
+        /* this layer's heads (OpenELM varies them per layer) */
+        int64_t lnh = y->n_heads ? y->n_heads : nh, lnkv = y->n_kv_heads ? y->n_kv_heads : nkv;
+        int64_t lqd = lnh * hd, lkd = lnkv * hd;
+        lmc_kv_cache lkv = *kv;
+        lkv.n_kv_heads = lnkv; /* layer storage is [heads, capacity, hd]: a prefix of it */
         lmc_norm_forward(&y->attn_norm, x, xn, T, H);
         if (y->fused_qkv) {
             lmc_linear_forward(&y->qkv, xn, T, qkv);
             for (int64_t t = 0; t < T; t++) {
-                const float *row = qkv + t * (qd + 2 * kd);
-                memcpy(q + t * qd, row, (size_t)qd * sizeof(float));
-                memcpy(k + t * kd, row + qd, (size_t)kd * sizeof(float));
-                memcpy(v + t * kd, row + qd + kd, (size_t)kd * sizeof(float));
+                const float *row = qkv + t * (lqd + 2 * lkd);
+                memcpy(q + t * lqd, row, (size_t)lqd * sizeof(float));
+                memcpy(k + t * lkd, row + lqd, (size_t)lkd * sizeof(float));
+                memcpy(v + t * lkd, row + lqd + lkd, (size_t)lkd * sizeof(float));
             }
         } else {
             lmc_linear_forward(&y->q, xn, T, q);
             lmc_linear_forward(&y->k, xn, T, k);
             lmc_linear_forward(&y->v, xn, T, v);
         }
-        head_norm(&y->q_norm, q, T, nh, hd);
-        head_norm(&y->k_norm, k, T, nkv, hd);
-        lmc_rope_apply(y->rope, q, T, nh, pos);
-        lmc_rope_apply(y->rope, k, T, nkv, pos);
-        lmc_kv_cache_store(kv, l, start, k, v, T);
+        head_norm(&y->q_norm, q, T, lnh, hd);
+        head_norm(&y->k_norm, k, T, lnkv, hd);
+        lmc_rope_apply(y->rope, q, T, lnh, pos);
+        lmc_rope_apply(y->rope, k, T, lnkv, pos);
+        lmc_kv_cache_store(&lkv, l, start, k, v, T);
         lmc_attention_params ap = d->attn;
         ap.sliding_window = y->sliding_window;
-        lmc_attention(&ap, kv, l, q, start, T, attn);
+        ap.n_heads = lnh;
+        ap.n_kv_heads = lnkv;
+        lmc_attention(&ap, &lkv, l, q, start, T, attn);
         lmc_linear_forward(&y->o, attn, T, tmp);
         if (y->post_attn_norm.weight) lmc_norm_forward(&y->post_attn_norm, tmp, tmp, T, H);
         add_into(x, tmp, T * H);

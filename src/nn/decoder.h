@@ -37,8 +37,15 @@ typedef struct lmc_mlp {
 /* Sparse mixture of experts: a router and per-expert SwiGLU MLPs. The
  * experts' weights are views (into a stacked [E, out, in] tensor, or the
  * per-expert tensors of HF files). */
+typedef enum lmc_moe_routing {
+    LMC_MOE_SOFTMAX_TOPK = 0, /* softmax over experts, top-k (Mixtral, Qwen MoE) */
+    LMC_MOE_SPARSEMIXER,      /* PhiMoE sparsemixer, inference path (top-2) */
+} lmc_moe_routing;
+
 typedef struct lmc_moe {
     lmc_linear router;
+    lmc_moe_routing routing;
+    float jitter_eps; /* sparsemixer: router_jitter_noise */
     int64_t n_experts, top_k;
     bool norm_topk; /* renormalize the chosen experts' weights (Mixtral) */
     lmc_linear *gate, *up, *down; /* [n_experts] */
@@ -71,6 +78,9 @@ typedef struct lmc_decoder_layer {
     lmc_moe *moe; /* replaces mlp when set */
     int64_t sliding_window; /* 0 = global attention */
     const lmc_rope *rope;
+    /* per-layer head counts (OpenELM); 0 = the decoder's. The decoder's
+     * n_heads / n_kv_heads must then be the maxima over layers. */
+    int64_t n_heads, n_kv_heads;
 } lmc_decoder_layer;
 
 typedef struct lmc_decoder {

@@ -33,6 +33,7 @@ static void free_layer(lmc_kv_layer *L) {
 void lmc_kv_cache_free(lmc_kv_cache *c) {
     for (int64_t l = 0; l < c->n_layers && c->layers; l++) free_layer(&c->layers[l]);
     free(c->layers);
+    free(c->tokens);
     memset(c, 0, sizeof *c);
 }
 

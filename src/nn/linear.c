@@ -112,6 +112,10 @@ lmc_status lmc_linear_bind(lmc_linear *l, const lmc_weights *w, const char *pref
     if (has_bias) {
         snprintf(name, sizeof name, "%s.bias", prefix);
         if ((st = lmc_weights_get_shaped(w, name, 1, &shape[0], &l->bias)) != LMC_OK) return st;
+        if (!is_float(l->bias->dtype))
+            return lmc_error(LMC_ERR_UNSUPPORTED,
+                             "%s: tensor '%s' has dtype %s (need F32, F16 or BF16)", w->dir, name,
+                             lmc_dtype_name(l->bias->dtype));
     }
     l->in = in;
     l->out = out;

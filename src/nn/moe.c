@@ -19,6 +19,31 @@ void lmc_moe_free(lmc_moe *m) {
     memset(m, 0, sizeof *m);
 }
 
+/* One expert pick of transformers' sparsemixer (modeling_phimoe.py), the
+ * inference path: among scores s not excluded, the best i; experts e with
+ * (s_i - s_e) / max(|s_e|, s_i) > 2 * jitter_eps are masked out; the weight
+ * is softmax(unmasked scores)[i]. The second pick excludes the first. */
+static int32_t sparsemixer_pick(const float *s, int64_t E, float eps, int32_t exclude,
+                                float *weight) {
+    int32_t best = -1;
+    for (int64_t e = 0; e < E; e++)
+        if (e != exclude && (best < 0 || s[e] > s[best])) best = (int32_t)e;
+    float top = s[best], sum = 0.0f;
+    for (int64_t e = 0; e < E; e++) {
+        if (e == exclude) continue;
+        float factor = fabsf(s[e]) > top ? fabsf(s[e]) : top;
+        if ((top - s[e]) / factor > 2.0f * eps) continue; /* masked (NaN compares false) */
+        sum += expf(s[e] - top);
+    }
+    *weight = 1.0f / sum; /* exp(top - top) / sum */
+    return best;
+}
+
+static void sparsemixer(const float *s, int64_t E, float eps, int32_t idx[2], float w[2]) {
+    idx[0] = sparsemixer_pick(s, E, eps, -1, &w[0]);
+    idx[1] = sparsemixer_pick(s, E, eps, idx[0], &w[1]);
+}
+
 typedef struct route {
     int32_t token;
     float weight;
@@ -44,13 +69,19 @@ lmc_status lmc_moe_forward(lmc_moe *m, const float *x, int64_t T, int64_t hidden
         st = lmc_error(LMC_ERR_NOMEM, "out of memory in the MoE layer");
         goto done;
     }
+    if (m->routing == LMC_MOE_SPARSEMIXER && K != 2) {
+        st = lmc_error(LMC_ERR_UNSUPPORTED, "MoE: sparsemixer routing is top-2, got top_k %lld",
+                       (long long)K);
+        goto done;
+    }
     lmc_linear_forward(&m->router, x, T, probs);
     for (int64_t t = 0; t < T; t++) {
         float *p = probs + t * E;
-        lmc_softmax(p, E);
         float chosen[64];
         int32_t idx[64];
-        for (int64_t k = 0; k < K; k++) {
+        if (m->routing == LMC_MOE_SPARSEMIXER) sparsemixer(p, E, m->jitter_eps, idx, chosen);
+        else lmc_softmax(p, E);
+        for (int64_t k = 0; k < K && m->routing != LMC_MOE_SPARSEMIXER; k++) {
             int32_t best = -1;
             for (int64_t e = 0; e < E; e++) {
                 bool used = false;
@@ -181,6 +212,37 @@ static lmc_status bind_stacked(lmc_moe *m, const lmc_weights *w, const char *pre
     return LMC_OK;
 }
 
+/* transformers 5's in-memory layout, should a file hold it:
+ * <prefix>.experts.gate_up_proj [E, 2I, H] ([gate; up] per expert) and
+ * <prefix>.experts.down_proj [E, H, I], dense. */
+static lmc_status bind_fused(lmc_moe *m, const lmc_weights *w, const char *prefix,
+                             int64_t hidden, int64_t inter) {
+    int64_t E = m->n_experts;
+    char name[512];
+    const lmc_tensor *gu, *down;
+    int64_t gu_shape[3] = {E, 2 * inter, hidden}, down_shape[3] = {E, hidden, inter};
+    snprintf(name, sizeof name, "%s.experts.gate_up_proj", prefix);
+    lmc_status st = lmc_weights_get_shaped(w, name, 3, gu_shape, &gu);
+    if (st != LMC_OK) return st;
+    snprintf(name, sizeof name, "%s.experts.down_proj", prefix);
+    if ((st = lmc_weights_get_shaped(w, name, 3, down_shape, &down)) != LMC_OK) return st;
+    m->views = calloc((size_t)(3 * E), sizeof *m->views);
+    if (!m->views) return lmc_error(LMC_ERR_NOMEM, "out of memory");
+    for (int64_t e = 0; e < E; e++) {
+        lmc_tensor *g = &m->views[e], *u = &m->views[E + e], *d = &m->views[2 * E + e];
+        expert_view(g, gu, e);
+        g->shape[0] = inter;
+        g->nbytes /= 2;
+        *u = *g;
+        u->data = (const uint8_t *)g->data + g->nbytes;
+        expert_view(d, down, e);
+        m->gate[e] = (lmc_linear){.weight = g, .in = hidden, .out = inter};
+        m->up[e] = (lmc_linear){.weight = u, .in = hidden, .out = inter};
+        m->down[e] = (lmc_linear){.weight = d, .in = inter, .out = hidden};
+    }
+    return LMC_OK;
+}
+
 lmc_status lmc_moe_bind(lmc_moe *m, const lmc_weights *w, const char *prefix,
                         const char *router, int64_t n_experts, int64_t top_k, int64_t hidden,
                         int64_t inter, const char *const stacked[4],
@@ -205,6 +267,8 @@ lmc_status lmc_moe_bind(lmc_moe *m, const lmc_weights *w, const char *prefix,
     snprintf(sprefix, sizeof sprefix, "%s.%s", prefix, stacked[0]);
     snprintf(name, sizeof name, "%s.%s.weight", sprefix, stacked[1]);
     if (lmc_weights_find(w, name)) return bind_stacked(m, w, sprefix, stacked + 1, hidden, inter);
+    snprintf(name, sizeof name, "%s.experts.gate_up_proj", prefix);
+    if (lmc_weights_find(w, name)) return bind_fused(m, w, prefix, hidden, inter);
     lmc_linear *dst[3] = {m->gate, m->up, m->down};
     for (int64_t e = 0; e < n_experts; e++)
         for (int j = 0; j < 3; j++) {

@@ -58,13 +58,24 @@ typedef struct lmc_rope {
     int64_t rotary_dim; /* <= head_dim; the first rotary_dim dims rotate */
     float *inv_freq;    /* [rotary_dim / 2] */
     float attention_scaling;
+    /* longrope / su (Phi-3.5): inv_freq holds the short factors; a forward
+     * call whose positions reach past original_max (transformers'
+     * seq_len = max(position_ids) + 1 > original_max_position_embeddings)
+     * rotates with long_inv_freq and long_scaling instead. NULL otherwise. */
+    float *long_inv_freq;
+    float long_scaling;
+    int64_t original_max;
 } lmc_rope;
 
 /* inv_freq as transformers' ROPE_INIT_FUNCTIONS compute it. */
 lmc_status lmc_rope_init(lmc_rope *r, const lmc_rope_config *cfg, int64_t head_dim,
                          int64_t max_position_embeddings);
 void lmc_rope_free(lmc_rope *r);
-/* Rotates x [T, n_heads, head_dim] in place; token t sits at positions[t]. */
+/* Whether a forward call covering positions up to seq_len - 1 uses the long
+ * factors (always false unless longrope). */
+bool lmc_rope_uses_long(const lmc_rope *r, int64_t seq_len);
+/* Rotates x [T, n_heads, head_dim] in place; token t sits at positions[t].
+ * A longrope rope picks its factors from max(positions) + 1. */
 void lmc_rope_apply(const lmc_rope *r, float *x, int64_t T, int64_t n_heads,
                     const int32_t *positions);
 
@@ -90,6 +101,10 @@ typedef struct lmc_kv_cache {
     int64_t max_capacity;
     int64_t length; /* positions filled */
     int64_t max_batch; /* most tokens one forward may add; 0 = any (no rotating layer) */
+    /* the token at each filled position, kept only by models that may have to
+     * recompute the cache (longrope's switch to long factors); NULL otherwise */
+    int32_t *tokens;
+    int64_t tokens_cap;
 } lmc_kv_cache;
 
 lmc_status lmc_kv_cache_init(lmc_kv_cache *c, int64_t n_layers, int64_t n_kv_heads,

@@ -13,7 +13,7 @@ lmc_status lmc_activation_parse(const char *name, lmc_activation *out) {
     else if (!strcmp(name, "gelu")) *out = LMC_ACT_GELU;
     else
         return lmc_error(LMC_ERR_UNSUPPORTED,
-                         "activation '%s' is not supported (silu, gelu, gelu_pytorch_tanh)", name);
+                         "hidden_act '%s' is not supported (silu, gelu, gelu_pytorch_tanh)", name);
     return LMC_OK;
 }
 
@@ -24,6 +24,10 @@ lmc_status lmc_norm_bind(lmc_norm *n, const lmc_weights *w, const char *prefix, 
     snprintf(name, sizeof name, "%s.weight", prefix);
     lmc_status st = lmc_weights_get_shaped(w, name, 1, &dim, &n->weight);
     if (st != LMC_OK) return st;
+    lmc_dtype dt = n->weight->dtype;
+    if (dt != LMC_DTYPE_F32 && dt != LMC_DTYPE_F16 && dt != LMC_DTYPE_BF16)
+        return lmc_error(LMC_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s (need F32/F16/BF16)",
+                         w->dir, name, lmc_dtype_name(dt));
     if (layer_norm) {
         snprintf(name, sizeof name, "%s.bias", prefix);
         n->bias = lmc_weights_find(w, name);

@@ -39,7 +39,7 @@ static lmc_status list_from_index(const char *index_path, json_t *index, char **
                              key);
         }
         const char *f = json_string_value(v);
-        if (strchr(f, '/') || !strcmp(f, "..")) {
+        if (!*f || strchr(f, '/') || !strcmp(f, ".") || !strcmp(f, "..")) {
             for (size_t i = 0; i < len; i++) free(list[i]);
             free(list);
             return lmc_error(LMC_ERR_FORMAT, "%s: weight_map['%s'] = '%s' is not a plain file name",
@@ -47,7 +47,11 @@ static lmc_status list_from_index(const char *index_path, json_t *index, char **
         }
         bool seen = false;
         for (size_t i = 0; i < len && !seen; i++) seen = !strcmp(list[i], f);
-        if (!seen) list[len++] = lmc_strdup(f);
+        if (!seen && !(list[len++] = lmc_strdup(f))) {
+            for (size_t i = 0; i < len; i++) free(list[i]);
+            free(list);
+            return lmc_error(LMC_ERR_NOMEM, "out of memory");
+        }
     }
     qsort(list, len, sizeof *list, cmp_str);
     *names = list;
@@ -60,7 +64,7 @@ static lmc_status list_from_dir(const char *dir, char ***names, size_t *n) {
     if (!d) return lmc_error(LMC_ERR_IO, "%s: cannot open the model folder", dir);
     size_t cap = 8, len = 0;
     char **list = calloc(cap, sizeof *list);
-    struct dirent *e;
+    struct dirent *e = NULL;
     while (list && (e = readdir(d))) {
         if (!has_suffix(e->d_name, ".safetensors")) continue;
         if (len == cap) {
@@ -69,10 +73,15 @@ static lmc_status list_from_dir(const char *dir, char ***names, size_t *n) {
             list = b;
             cap *= 2;
         }
-        list[len++] = lmc_strdup(e->d_name);
+        if (!(list[len] = lmc_strdup(e->d_name))) break;
+        len++;
     }
     closedir(d);
-    if (!list) return lmc_error(LMC_ERR_NOMEM, "out of memory");
+    if (!list || e) {
+        for (size_t i = 0; list && i < len; i++) free(list[i]);
+        free(list);
+        return lmc_error(LMC_ERR_NOMEM, "out of memory");
+    }
     if (len == 0) {
         free(list);
         return lmc_error(LMC_ERR_NOT_FOUND,
@@ -101,7 +110,7 @@ lmc_status lmc_weights_open(const char *dir, lmc_weights *out) {
     }
     if (st != LMC_OK) goto done;
     out->dir = lmc_strdup(dir);
-    out->files = calloc(n, sizeof *out->files);
+    out->files = calloc(n ? n : 1, sizeof *out->files);
     if (!out->files || !out->dir) {
         st = lmc_error(LMC_ERR_NOMEM, "out of memory");
         goto done;
@@ -181,10 +190,42 @@ const lmc_tensor *lmc_weights_find(const lmc_weights *w, const char *name) {
     return NULL;
 }
 
+/* Appends to buf the names (after "prefix.") of up to 8 tensors under
+ * prefix; returns how many exist. */
+static size_t list_under(const lmc_weights *w, const char *prefix, char *buf, size_t size) {
+    size_t n = strlen(prefix), count = 0, off = strlen(buf);
+    for (size_t i = 0; i < w->n_tensors; i++) {
+        const char *t = w->index[i]->name;
+        if (strncmp(t, prefix, n) || t[n] != '.') continue;
+        if (count < 8 && off + strlen(t + n + 1) + 3 < size)
+            off += (size_t)snprintf(buf + off, size - off, "%s%s", count ? ", " : "", t + n + 1);
+        count++;
+    }
+    if (count > 8 && off + 8 < size) snprintf(buf + off, size - off, ", ...");
+    return count;
+}
+
 lmc_status lmc_weights_get(const lmc_weights *w, const char *name, const lmc_tensor **out) {
     *out = lmc_weights_find(w, name);
-    if (!*out) return lmc_error(LMC_ERR_NOT_FOUND, "%s: missing tensor '%s'", w->dir, name);
-    return LMC_OK;
+    if (*out) return LMC_OK;
+    /* Name the module and what the file holds there (or one level up), so a
+     * layout mismatch (HF vs mlx-lm names, quantized vs dense) is visible. */
+    char module[512], present[768] = "";
+    snprintf(module, sizeof module, "%s", name);
+    char *dot = strrchr(module, '.');
+    if (dot) *dot = '\0';
+    size_t n = dot ? list_under(w, module, present, sizeof present) : 0;
+    if (n)
+        return lmc_error(LMC_ERR_NOT_FOUND,
+                         "%s: missing tensor '%s': module '%s' has %s", w->dir, name, module,
+                         present);
+    char parent[512];
+    snprintf(parent, sizeof parent, "%s", module);
+    dot = strrchr(parent, '.');
+    if (dot) *dot = '\0';
+    n = dot ? list_under(w, parent, present, sizeof present) : 0;
+    return lmc_error(LMC_ERR_NOT_FOUND, "%s: missing tensor '%s': no module '%s'; under '%s': %s",
+                     w->dir, name, module, parent, n ? present : "nothing");
 }
 
 lmc_status lmc_weights_get_shaped(const lmc_weights *w, const char *name, int ndim,
