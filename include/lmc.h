@@ -172,11 +172,24 @@ void lmc_detokenizer_free(lmc_detokenizer *d);
 
 /* ---- chat templates ---------------------------------------------------- */
 
-/* Renders the chat template of the model folder dir (tokenizer_config.json's
- * chat_template, string or named list; "default" is used for a list) for
- * messages_json, a JSON array of messages as transformers takes them.
- * extra_vars_json (may be NULL) is a JSON object of further variables
- * (e.g. tools, template_name). *out is freed with lmc_free. */
+/* Renders the chat template of the model folder dir for messages_json, a JSON
+ * array of messages as transformers takes them (content a string or a list of
+ * parts), byte for byte as transformers' apply_chat_template(tokenize=False).
+ * The template comes from chat_template.jinja, else tokenizer_config.json's
+ * chat_template (a string, or a list of {name, template}: the extra variable
+ * "template_name" picks one, else "tool_use" when tools are given, else
+ * "default"), else chat_template.json. Variables: messages, tools and
+ * documents (none unless given), add_generation_prompt, the special tokens of
+ * tokenizer_config.json (bos_token, eos_token, ...; strings or AddedToken
+ * dicts), then every entry of extra_vars_json (may be NULL), a JSON object
+ * (e.g. tools, date_string, enable_thinking). strftime_now() uses the clock,
+ * or the date in the environment variable LMC_FIXED_DATE (YYYY-MM-DD[THH:MM:SS]).
+ * Errors: LMC_ERR_FORMAT for template syntax/runtime errors and
+ * raise_exception() (the message carries the template's text and its line and
+ * column), LMC_ERR_LIMIT when the sandbox's step/output/memory/recursion
+ * limits are hit, LMC_ERR_NOT_FOUND when there is no template,
+ * LMC_ERR_INVALID_ARG for bad JSON arguments. *out (NUL-terminated, *len
+ * bytes) is freed with lmc_free. */
 lmc_status lmc_chat_template_render(const char *dir, const char *messages_json,
                                     int add_generation_prompt, const char *extra_vars_json,
                                     char **out, size_t *len);

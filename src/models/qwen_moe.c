@@ -52,7 +52,9 @@ static lmc_status qwen_moe_load(lmc_model *m, bool qwen3) {
     if ((st = lmc_activation_parse(c->hidden_act, &act)) != LMC_OK) return st;
     if ((st = lmc_decoder_bind_ends(d, w, 0.0f)) != LMC_OK) return st;
     int64_t H = d->hidden, hd = d->head_dim, nh = d->n_heads, nkv = d->n_kv_heads;
-    int64_t E = lmc_json_int(j, "num_experts", qwen3 ? 128 : 60, NULL);
+    /* Hub configs say num_experts; transformers 5 writes num_local_experts. */
+    int64_t E = lmc_json_int(j, "num_local_experts", qwen3 ? 128 : 60, NULL);
+    E = lmc_json_int(j, "num_experts", E, NULL);
     int64_t K = lmc_json_int(j, "num_experts_per_tok", qwen3 ? 8 : 4, NULL);
     int64_t moe_I = lmc_json_int(j, "moe_intermediate_size", qwen3 ? 768 : 1408, NULL);
     int64_t shared_I = lmc_json_int(j, "shared_expert_intermediate_size", 5632, NULL);
