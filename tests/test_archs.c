@@ -283,8 +283,8 @@ static void test_layout_errors(void **state) {
     const char *sc[] = {"starcoder2", "model.layers.0.mlp.c_fc", "gate_proj.weight",
                         "under 'model.layers.0.mlp'", NULL};
     expect_load_error(STARCODER2, LLAMA_MLP_NAMES, sc);
-    const char *qw[] = {"qwen3", "model.layers.0.self_attn.q_norm", "self_attn.k_proj.weight",
-                        NULL};
+    const char *qw[] = {"qwen3", "model.layers.0.self_attn.q_norm",
+                        "under 'model.layers.0.self_attn': k_proj.weight", NULL};
     expect_load_error(QWEN3, NO_QK_NORM, qw);
 }
 
