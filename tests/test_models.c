@@ -28,6 +28,7 @@ static int collect(int32_t tok, void *ud) {
 /* Model types and layouts this build runs; others are skipped by name. */
 static bool supported(const ref_case *c) {
     static const char *types[] = {"llama", "mistral", "qwen2", "gemma", "phi3", "mixtral",
+                                  "qwen3", "gemma2", "gemma3_text", "starcoder2",
                                   "phimoe", "qwen2_moe", "qwen3_moe", "openelm"};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (c->model_type && !strcmp(c->model_type, types[i])) return true;
@@ -123,6 +124,11 @@ static void test_project_fixtures(void **state) {
     run_set(LMC_SOURCE_DIR "/tests/fixtures/models", true);
 }
 
+static void test_arch_a_fixtures(void **state) {
+    (void)state;
+    run_set(LMC_SOURCE_DIR "/tests/fixtures/arch-a", false);
+}
+
 static void test_arch_b_fixtures(void **state) {
     (void)state;
     run_set(LMC_SOURCE_DIR "/tests/fixtures/arch-b", false);
@@ -148,6 +154,7 @@ static void test_shared_real_models(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_project_fixtures),
+        cmocka_unit_test(test_arch_a_fixtures),
         cmocka_unit_test(test_arch_b_fixtures),
         cmocka_unit_test(test_project_quant_fixtures),
         cmocka_unit_test(test_shared_conformance),

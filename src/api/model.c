@@ -1,5 +1,6 @@
 /* Public model and session API over the architecture table. */
 #include "models/model.h"
+#include "nn/decoder.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -79,7 +80,18 @@ lmc_status lmc_session_create(lmc_model *model, int32_t max_tokens, lmc_session 
     lmc_status st =
         lmc_kv_cache_init(&s->kv, c->num_hidden_layers, c->num_key_value_heads, c->head_dim,
                           s->max_tokens);
+    /* Sliding-window layers of decoder models get rotating caches, bounded
+     * by their window; full-attention layers keep every position. Not with
+     * longrope: its switch to the long factors re-runs the whole sequence in
+     * one batch, which needs every position kept. */
+    const lmc_decoder *d = model->arch->forward == lmc_decoder_model_forward ? model->impl : NULL;
+    if (st == LMC_OK && d && !d->rope.long_inv_freq) {
+        for (int64_t l = 0; l < d->n_layers && st == LMC_OK; l++)
+            if (d->layers[l].sliding_window > 0)
+                st = lmc_kv_cache_set_window(&s->kv, l, d->layers[l].sliding_window);
+    }
     if (st != LMC_OK) {
+        lmc_kv_cache_free(&s->kv);
         free(s);
         return st;
     }
@@ -111,5 +123,18 @@ lmc_status lmc_session_forward(lmc_session *s, const int32_t *tokens, int32_t n,
     if (s->kv.length + n > s->max_tokens)
         return lmc_error(LMC_ERR_RANGE, "%lld tokens exceed the session's context of %lld",
                          (long long)(s->kv.length + n), (long long)s->max_tokens);
-    return s->model->arch->forward(s->model, &s->kv, tokens, n, all_positions != 0, logits_out);
+    /* A rotating cache takes at most max_batch tokens at once; longer inputs
+     * run in consecutive batches, which is exact (causal attention over the
+     * cache). If a later batch fails, the earlier ones stay in the session. */
+    int32_t batch = s->kv.max_batch > 0 && s->kv.max_batch < n ? (int32_t)s->kv.max_batch : n;
+    for (int32_t off = 0; off < n; off += batch) {
+        int32_t m = n - off < batch ? n - off : batch;
+        float *lg = NULL;
+        if (logits_out && all_positions) lg = logits_out + (size_t)off * (size_t)V;
+        else if (logits_out && off + m == n) lg = logits_out;
+        lmc_status st = s->model->arch->forward(s->model, &s->kv, tokens + off, m,
+                                                all_positions != 0, lg);
+        if (st != LMC_OK) return st;
+    }
+    return LMC_OK;
 }

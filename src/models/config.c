@@ -265,3 +265,26 @@ lmc_status lmc_config_quantization(const lmc_model_config *cfg, const char *what
     *out = q;
     return LMC_OK;
 }
+
+lmc_status lmc_rope_config_from(const lmc_model_config *cfg, const json_t *params,
+                                double default_theta, const char *what, lmc_rope_config *out) {
+    /* parse_rope over a stand-in config holding only these parameters and
+     * the top-level keys they may fall back to. */
+    lmc_model_config tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.json = json_object();
+    if (!tmp.json) return lmc_error(LMC_ERR_NOMEM, "out of memory");
+    static const char *const inherited[] = {"partial_rotary_factor",
+                                            "original_max_position_embeddings"};
+    for (size_t i = 0; i < sizeof inherited / sizeof inherited[0]; i++) {
+        json_t *v = json_object_get(cfg->json, inherited[i]);
+        if (v) json_object_set(tmp.json, inherited[i], v);
+    }
+    json_object_set_new(tmp.json, "rope_theta", json_real(default_theta));
+    if (json_is_object(params)) json_object_set(tmp.json, "rope_parameters", (json_t *)params);
+    lmc_status st = parse_rope(&tmp, what);
+    *out = tmp.rope;
+    out->params = json_is_object(params) ? params : NULL;
+    json_decref(tmp.json);
+    return st;
+}

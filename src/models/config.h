@@ -68,6 +68,12 @@ lmc_status lmc_config_load(const char *dir, lmc_model_config *cfg);
 lmc_status lmc_config_parse(lmc_model_config *cfg, const char *what,
                             const lmc_config_defaults *defaults);
 void lmc_config_free(lmc_model_config *cfg);
+/* Rope settings from one parameters object (e.g. gemma3's
+ * rope_parameters["sliding_attention"]), read as lmc_config_parse reads
+ * rope_parameters; rope_theta defaults to default_theta. out->params
+ * borrows params (owned by cfg->json). */
+lmc_status lmc_rope_config_from(const lmc_model_config *cfg, const json_t *params,
+                                double default_theta, const char *what, lmc_rope_config *out);
 /* config.json's MLX quantization object ("quantization", or an MLX-style
  * "quantization_config"), borrowed; NULL when dense. Other schemes (GPTQ,
  * AWQ, a non-affine mode) are refused with a clear error. */

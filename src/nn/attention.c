@@ -1,5 +1,7 @@
 /* Grouped-query causal attention over the KV cache, as transformers' eager
- * attention: softmax(q k^T * scale + mask) v in float32. */
+ * attention: softmax(q k^T * scale + mask) v in float32. Keys are read in
+ * position order from slot position % capacity, so a rotating layer's ring
+ * gives the same sums in the same order as a full cache. */
 #include "nn/nn.h"
 
 #include <math.h>
@@ -19,7 +21,7 @@ static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
     const lmc_attention_params *p = j->p;
     const lmc_kernel_table *k = lmc_kernels();
     const lmc_kv_layer *L = &j->c->layers[j->layer];
-    int64_t hd = p->head_dim, group = p->n_heads / p->n_kv_heads, cap = j->c->capacity;
+    int64_t hd = p->head_dim, group = p->n_heads / p->n_kv_heads, cap = L->capacity;
     for (int64_t idx = b; idx < e; idx++) {
         int64_t t = idx / p->n_heads, h = idx % p->n_heads, kvh = h / group;
         int64_t pos = j->start + t;
@@ -30,17 +32,19 @@ static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
         float *s = lmc_thread_scratch(LMC_SCRATCH_ATTENTION, (size_t)n * sizeof(float));
         if (!s) return;
         const float *qv = j->q + (t * p->n_heads + h) * hd;
-        const float *keys = L->k + (kvh * cap + lo) * hd;
-        const float *vals = L->v + (kvh * cap + lo) * hd;
-        for (int64_t i = 0; i < n; i++) {
-            float x = k->dot_f32(qv, keys + i * hd, hd) * p->scale;
+        const float *keys = L->k + kvh * cap * hd;
+        const float *vals = L->v + kvh * cap * hd;
+        int64_t first = lo % cap; /* = lo unless the layer is a ring that wrapped */
+        for (int64_t i = 0, slot = first; i < n; i++, slot = slot + 1 == cap ? 0 : slot + 1) {
+            float x = k->dot_f32(qv, keys + slot * hd, hd) * p->scale;
             if (p->softcap > 0) x = tanhf(x / p->softcap) * p->softcap;
             s[i] = x;
         }
         lmc_softmax(s, n);
         float *o = j->out + (t * p->n_heads + h) * hd;
         memset(o, 0, (size_t)hd * sizeof(float));
-        for (int64_t i = 0; i < n; i++) k->axpy(s[i], vals + i * hd, o, hd);
+        for (int64_t i = 0, slot = first; i < n; i++, slot = slot + 1 == cap ? 0 : slot + 1)
+            k->axpy(s[i], vals + slot * hd, o, hd);
     }
 }
 

@@ -1,4 +1,11 @@
-/* Standard KV cache: per layer and KV head, positions in order, f32. */
+/* KV cache: per layer and KV head, f32. Layers with full attention keep
+ * every position in order; sliding-window layers can be rotating caches
+ * (position p in slot p % capacity) bounded by the window plus one batch,
+ * as mlx-lm's RotatingKVCache (mlx_lm/models/cache.py) and llama.cpp's
+ * SWA cache. A batch of T tokens at start.. needs keys from
+ * start - window + 1 to start + T - 1, i.e. window + T - 1 slots, so with
+ * T <= max_batch the ring of window + max_batch - 1 slots never overwrites
+ * a key that the batch's queries still read. */
 #include "nn/nn.h"
 
 #include <stdlib.h>
@@ -16,14 +23,44 @@ lmc_status lmc_kv_cache_init(lmc_kv_cache *c, int64_t n_layers, int64_t n_kv_hea
     return LMC_OK;
 }
 
+static void free_layer(lmc_kv_layer *L) {
+    lmc_free_aligned(L->k);
+    lmc_free_aligned(L->v);
+    L->k = L->v = NULL;
+    L->capacity = 0;
+}
+
 void lmc_kv_cache_free(lmc_kv_cache *c) {
-    for (int64_t l = 0; l < c->n_layers && c->layers; l++) {
-        lmc_free_aligned(c->layers[l].k);
-        lmc_free_aligned(c->layers[l].v);
-    }
+    for (int64_t l = 0; l < c->n_layers && c->layers; l++) free_layer(&c->layers[l]);
     free(c->layers);
     free(c->tokens);
     memset(c, 0, sizeof *c);
+}
+
+lmc_status lmc_kv_cache_set_window(lmc_kv_cache *c, int64_t layer, int64_t window) {
+    if (layer < 0 || layer >= c->n_layers || window < 0)
+        return lmc_error(LMC_ERR_INVALID_ARG, "KV cache: bad layer %lld or window %lld",
+                         (long long)layer, (long long)window);
+    if (c->length > 0)
+        return lmc_error(LMC_ERR_INVALID_ARG,
+                         "KV cache: a layer's window can only change while the cache is empty");
+    c->layers[layer].window = window;
+    int64_t smallest = 0;
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        int64_t w = c->layers[l].window;
+        if (w > 0 && (smallest == 0 || w < smallest)) smallest = w;
+    }
+    c->max_batch = smallest ? (smallest > LMC_KV_MIN_BATCH ? smallest : LMC_KV_MIN_BATCH) : 0;
+    c->capacity = 0;
+    for (int64_t l = 0; l < c->n_layers; l++) {
+        lmc_kv_layer *L = &c->layers[l];
+        L->limit = L->window ? L->window + c->max_batch - 1 : 0;
+        if (L->limit > c->max_capacity) L->limit = c->max_capacity;
+        /* Empty cache: buffers of the wrong size are simply dropped. */
+        if (L->window && L->capacity > L->limit) free_layer(L);
+        if (L->capacity > c->capacity) c->capacity = L->capacity;
+    }
+    return LMC_OK;
 }
 
 static float *regrow(float *old, int64_t heads, int64_t old_cap, int64_t new_cap, int64_t hd,
@@ -36,17 +73,27 @@ static float *regrow(float *old, int64_t heads, int64_t old_cap, int64_t new_cap
 }
 
 lmc_status lmc_kv_cache_reserve(lmc_kv_cache *c, int64_t needed) {
-    if (needed <= c->capacity) return LMC_OK;
     if (needed > c->max_capacity)
-        return lmc_error(LMC_ERR_RANGE, "%lld tokens exceed the context of %lld",
-                         (long long)needed, (long long)c->max_capacity);
-    int64_t cap = c->capacity ? c->capacity : 256;
-    while (cap < needed) cap *= 2;
-    if (cap > c->max_capacity) cap = c->max_capacity;
+        return lmc_error(LMC_ERR_RANGE, "%lld tokens exceed the context of %lld", (long long)needed,
+                         (long long)c->max_capacity);
+    if (c->max_batch > 0 && needed - c->length > c->max_batch)
+        return lmc_error(LMC_ERR_INVALID_ARG,
+                         "a batch of %lld tokens exceeds the %lld a rotating KV cache takes at "
+                         "once",
+                         (long long)(needed - c->length), (long long)c->max_batch);
     for (int64_t l = 0; l < c->n_layers; l++) {
         lmc_kv_layer *L = &c->layers[l];
-        float *k = regrow(L->k, c->n_kv_heads, c->capacity, cap, c->head_dim, c->length);
-        float *v = regrow(L->v, c->n_kv_heads, c->capacity, cap, c->head_dim, c->length);
+        int64_t limit = L->window ? L->limit : c->max_capacity;
+        int64_t want = needed < limit ? needed : limit;
+        if (want <= L->capacity) continue;
+        int64_t cap = L->capacity ? L->capacity : 256;
+        while (cap < want) cap *= 2;
+        if (cap > limit) cap = limit;
+        /* Below its limit a layer has not wrapped yet (a position >= capacity
+         * would have grown it first), so positions 0..length-1 sit in slots
+         * 0..length-1 and copy over as they are. */
+        float *k = regrow(L->k, c->n_kv_heads, L->capacity, cap, c->head_dim, c->length);
+        float *v = regrow(L->v, c->n_kv_heads, L->capacity, cap, c->head_dim, c->length);
         if (!k || !v) {
             lmc_free_aligned(k);
             lmc_free_aligned(v);
@@ -57,20 +104,30 @@ lmc_status lmc_kv_cache_reserve(lmc_kv_cache *c, int64_t needed) {
         lmc_free_aligned(L->v);
         L->k = k;
         L->v = v;
+        L->capacity = cap;
+        if (cap > c->capacity) c->capacity = cap;
     }
-    c->capacity = cap;
     return LMC_OK;
+}
+
+size_t lmc_kv_cache_bytes(const lmc_kv_cache *c) {
+    size_t n = 0;
+    for (int64_t l = 0; l < c->n_layers; l++)
+        n += 2 * (size_t)(c->n_kv_heads * c->layers[l].capacity * c->head_dim) * sizeof(float);
+    return n;
 }
 
 void lmc_kv_cache_store(lmc_kv_cache *c, int64_t layer, int64_t start, const float *k,
                         const float *v, int64_t T) {
     lmc_kv_layer *L = &c->layers[layer];
     int64_t hd = c->head_dim;
-    for (int64_t t = 0; t < T; t++)
+    for (int64_t t = 0; t < T; t++) {
+        int64_t slot = (start + t) % L->capacity;
         for (int64_t h = 0; h < c->n_kv_heads; h++) {
-            size_t dst = (size_t)((h * c->capacity + start + t) * hd);
+            size_t dst = (size_t)((h * L->capacity + slot) * hd);
             size_t src = (size_t)((t * c->n_kv_heads + h) * hd);
             memcpy(L->k + dst, k + src, (size_t)hd * sizeof(float));
             memcpy(L->v + dst, v + src, (size_t)hd * sizeof(float));
         }
+    }
 }

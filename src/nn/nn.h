@@ -81,16 +81,26 @@ void lmc_rope_apply(const lmc_rope *r, float *x, int64_t T, int64_t n_heads,
 
 /* ---- KV cache ---- */
 
+/* One layer's keys and values. Position p lives in slot p % capacity: a
+ * layer that keeps every position never wraps (capacity grows with the
+ * context); a rotating layer (window > 0; mlx-lm's RotatingKVCache,
+ * llama.cpp's SWA cache) holds at most window + max_batch - 1 slots, enough
+ * for the last window - 1 positions plus one batch, and overwrites the
+ * oldest. */
 typedef struct lmc_kv_layer {
-    float *k, *v; /* [n_kv_heads, capacity, head_dim] */
+    float *k, *v;     /* [n_kv_heads, capacity, head_dim] */
+    int64_t capacity; /* slots allocated */
+    int64_t window;   /* 0 = keeps every position */
+    int64_t limit;    /* most slots a rotating layer takes */
 } lmc_kv_layer;
 
 typedef struct lmc_kv_cache {
     lmc_kv_layer *layers;
     int64_t n_layers, n_kv_heads, head_dim;
-    int64_t capacity; /* positions allocated */
+    int64_t capacity; /* most slots allocated in any layer */
     int64_t max_capacity;
     int64_t length; /* positions filled */
+    int64_t max_batch; /* most tokens one forward may add; 0 = any (no rotating layer) */
     /* the token at each filled position, kept only by models that may have to
      * recompute the cache (longrope's switch to long factors); NULL otherwise */
     int32_t *tokens;
@@ -99,9 +109,20 @@ typedef struct lmc_kv_cache {
 
 lmc_status lmc_kv_cache_init(lmc_kv_cache *c, int64_t n_layers, int64_t n_kv_heads,
                              int64_t head_dim, int64_t max_capacity);
-/* Makes room for `needed` positions (grows geometrically up to max). */
+/* Makes layer a rotating cache for attention that sees the last `window`
+ * positions (window 0 makes it keep every position again). Only on an empty
+ * cache (LMC_ERR_INVALID_ARG otherwise). Sets max_batch to
+ * max(LMC_KV_MIN_BATCH, the smallest window): callers split longer inputs
+ * into batches of at most max_batch tokens. */
+#define LMC_KV_MIN_BATCH 16
+lmc_status lmc_kv_cache_set_window(lmc_kv_cache *c, int64_t layer, int64_t window);
+/* Makes room for positions up to `needed` (grows geometrically up to max;
+ * rotating layers up to their limit). LMC_ERR_RANGE past max_capacity;
+ * LMC_ERR_INVALID_ARG when needed - length exceeds max_batch. */
 lmc_status lmc_kv_cache_reserve(lmc_kv_cache *c, int64_t needed);
 void lmc_kv_cache_free(lmc_kv_cache *c);
+/* Bytes of keys and values allocated. */
+size_t lmc_kv_cache_bytes(const lmc_kv_cache *c);
 /* Stores k, v [T, n_kv_heads, head_dim] of layer at positions start.. */
 void lmc_kv_cache_store(lmc_kv_cache *c, int64_t layer, int64_t start, const float *k,
                         const float *v, int64_t T);
@@ -116,7 +137,9 @@ typedef struct lmc_attention_params {
 } lmc_attention_params;
 
 /* Causal attention of q [T, n_heads, head_dim] at positions start..start+T-1
- * over the layer's cached keys/values 0..start+T-1; out [T, n_heads*head_dim]. */
+ * over the layer's cached keys/values 0..start+T-1 (the last sliding_window
+ * of them when set; a rotating layer needs a sliding_window no larger than
+ * its own); out [T, n_heads*head_dim]. */
 void lmc_attention(const lmc_attention_params *p, const lmc_kv_cache *c, int64_t layer,
                    const float *q, int64_t start, int64_t T, float *out);
 
