@@ -124,21 +124,26 @@ static void test_project_fixtures(void **state) {
     run_set(LMC_SOURCE_DIR "/tests/fixtures/models", true);
 }
 
+static void test_arch_c_fixtures(void **state) {
+    (void)state;
+    run_set(LMC_SOURCE_DIR "/tests/fixtures/arch-c", true);
+}
+
 static void test_arch_a_fixtures(void **state) {
     (void)state;
-    run_set(LMC_SOURCE_DIR "/tests/fixtures/arch-a", false);
+    run_set(LMC_SOURCE_DIR "/tests/fixtures/arch-a", true);
 }
 
 static void test_arch_b_fixtures(void **state) {
     (void)state;
-    run_set(LMC_SOURCE_DIR "/tests/fixtures/arch-b", false);
+    run_set(LMC_SOURCE_DIR "/tests/fixtures/arch-b", true);
 }
 
 /* MLX-quantized fixtures from tests/reference/make_quant_fixtures.py (built
  * on a machine with torch; skipped until its manifest is committed). */
 static void test_project_quant_fixtures(void **state) {
     (void)state;
-    run_set(LMC_SOURCE_DIR "/tests/fixtures/quant-models", false);
+    run_set(LMC_SOURCE_DIR "/tests/fixtures/quant-models", true);
 }
 
 static void test_shared_conformance(void **state) {
@@ -155,6 +160,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_project_fixtures),
         cmocka_unit_test(test_arch_a_fixtures),
+        cmocka_unit_test(test_arch_c_fixtures),
         cmocka_unit_test(test_arch_b_fixtures),
         cmocka_unit_test(test_project_quant_fixtures),
         cmocka_unit_test(test_shared_conformance),
