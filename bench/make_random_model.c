@@ -1,8 +1,9 @@
 /* Writes a Llama-shaped model folder with random weights, for benchmarks:
- *   build/bench/make_random_model OUTDIR [bf16|f16|f32|q4|q8] [hidden layers vocab intermediate heads kv_heads]
+ *   build/bench/make_random_model OUTDIR [bf16|f16|f32|q4|q8] [hidden layers vocab intermediate heads kv_heads [experts top_k]]
  * defaults: bf16, hidden 2048, 16 layers, vocab 32000, intermediate 5632, 32 heads, 4 KV heads.
  * q4/q8: MLX affine 4/8-bit, group 64, bf16 scales (every Linear and the embedding), as
- * mlx_lm.convert -q writes it. */
+ * mlx_lm.convert -q writes it. With experts > 0 the model is a Mixtral: each layer's MLP is a
+ * router plus stacked switch_mlp experts [experts, out, in] (mlx-lm's layout). */
 #include "kernels/quant.h"
 #include "tensor/safetensors.h"
 
@@ -72,6 +73,29 @@ static void *matrix(lmc_safetensors_writer *w, const char *name, lmc_dtype dt,
     return packed;
 }
 
+/* A stacked [E, out, in] expert weight, dense or quantized like matrix(). */
+static void *stacked(lmc_safetensors_writer *w, const char *name, lmc_dtype dt, int64_t E,
+                     int64_t out, int64_t in) {
+    int64_t s2[2] = {E * out, in};
+    void *p = matrix(w, name, dt, s2, 0.02f);
+    /* re-add with the 3D shapes: the writer copies shapes, so rebuild the entries */
+    lmc_safetensors_writer_remove_last(w, g_bits ? 3 : 1);
+    if (!g_bits) {
+        int64_t s3[3] = {E, out, in};
+        lmc_safetensors_writer_add(w, name, dt, 3, s3, p);
+        return p;
+    }
+    char n[300];
+    size_t len = strlen(name) - strlen(".weight");
+    int64_t ps[3] = {E, out, in * g_bits / 32}, ss[3] = {E, out, in / 64};
+    lmc_safetensors_writer_add(w, name, LMC_DTYPE_U32, 3, ps, p);
+    snprintf(n, sizeof n, "%.*s.scales", (int)len, name);
+    lmc_safetensors_writer_add(w, n, LMC_DTYPE_BF16, 3, ss, g_extra[g_n_extra - 2]);
+    snprintf(n, sizeof n, "%.*s.biases", (int)len, name);
+    lmc_safetensors_writer_add(w, n, LMC_DTYPE_BF16, 3, ss, g_extra[g_n_extra - 1]);
+    return p;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: make_random_model OUTDIR [bf16|f16|f32] [hidden layers vocab "
@@ -87,6 +111,7 @@ int main(int argc, char **argv) {
     int64_t V = argc > 5 ? atol(argv[5]) : 32000, I = argc > 6 ? atol(argv[6]) : 5632;
     int64_t nh = argc > 7 ? atol(argv[7]) : 32, nkv = argc > 8 ? atol(argv[8]) : 4;
     int64_t hd = H / nh;
+    int64_t E = argc > 9 ? atol(argv[9]) : 0, K = argc > 10 ? atol(argv[10]) : 2;
     mkdir(out, 0755);
     lmc_safetensors_writer *w;
     lmc_safetensors_writer_create(&w);
@@ -106,10 +131,23 @@ int main(int argc, char **argv) {
                    {"self_attn.v_proj", nkv * hd, H}, {"self_attn.o_proj", H, nh * hd},
                    {"mlp.gate_proj", I, H},          {"mlp.up_proj", I, H},
                    {"mlp.down_proj", H, I}};
-        for (int k = 0; k < 7; k++) {
+        for (int k = 0; k < (E ? 4 : 7); k++) {
             snprintf(name, sizeof name, "model.layers.%lld.%s.weight", (long long)l, lin[k].n);
             s2[0] = lin[k].o, s2[1] = lin[k].i;
             ptrs[np++] = matrix(w, name, dt, s2, 0.02f);
+        }
+        if (E) {
+            snprintf(name, sizeof name, "model.layers.%lld.block_sparse_moe.gate.weight",
+                     (long long)l);
+            s2[0] = E, s2[1] = H;
+            ptrs[np++] = matrix(w, name, dt, s2, 0.02f);
+            static const char *const sw[3] = {"gate_proj", "up_proj", "down_proj"};
+            for (int k = 0; k < 3; k++) {
+                snprintf(name, sizeof name,
+                         "model.layers.%lld.block_sparse_moe.switch_mlp.%s.weight", (long long)l,
+                         sw[k]);
+                ptrs[np++] = stacked(w, name, dt, E, k == 2 ? H : I, k == 2 ? I : H);
+            }
         }
         snprintf(name, sizeof name, "model.layers.%lld.input_layernorm.weight", (long long)l);
         ptrs[np++] = tensor(w, name, dt, 1, s1, 0.1f, 1);
@@ -127,13 +165,15 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/config.json", out);
     FILE *f = fopen(path, "w");
     fprintf(f,
-            "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", "
+            "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", "
+            "\"num_local_experts\": %lld, \"num_experts_per_tok\": %lld, "
             "\"hidden_size\": %lld, \"intermediate_size\": %lld, \"num_hidden_layers\": %lld, "
             "\"num_attention_heads\": %lld, \"num_key_value_heads\": %lld, \"vocab_size\": %lld, "
             "\"max_position_embeddings\": 4096, \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0, "
             "\"tie_word_embeddings\": false, \"torch_dtype\": \"%s\", \"bos_token_id\": 1, "
             "\"eos_token_id\": 2%s}\n",
-            (long long)H, (long long)I, (long long)L, (long long)nh, (long long)nkv, (long long)V,
+            E ? "MixtralForCausalLM" : "LlamaForCausalLM", E ? "mixtral" : "llama", (long long)E,
+            (long long)K, (long long)H, (long long)I, (long long)L, (long long)nh, (long long)nkv, (long long)V,
             dt == LMC_DTYPE_F32 ? "float32" : dt == LMC_DTYPE_F16 ? "float16" : "bfloat16",
             g_bits == 4   ? ", \"quantization\": {\"group_size\": 64, \"bits\": 4}"
             : g_bits == 8 ? ", \"quantization\": {\"group_size\": 64, \"bits\": 8}"

@@ -59,6 +59,8 @@ void lmc_safetensors_writer_free(lmc_safetensors_writer *w);
 lmc_status lmc_safetensors_writer_add(lmc_safetensors_writer *w, const char *name,
                                       lmc_dtype dtype, int ndim, const int64_t *shape,
                                       const void *data);
+/* Drops the last n tensors added (n <= count). */
+void lmc_safetensors_writer_remove_last(lmc_safetensors_writer *w, size_t n);
 /* Sets a __metadata__ string entry. */
 lmc_status lmc_safetensors_writer_set_metadata(lmc_safetensors_writer *w, const char *key,
                                                const char *value);

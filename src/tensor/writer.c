@@ -74,6 +74,10 @@ lmc_status lmc_safetensors_writer_add(lmc_safetensors_writer *w, const char *nam
     return LMC_OK;
 }
 
+void lmc_safetensors_writer_remove_last(lmc_safetensors_writer *w, size_t n) {
+    while (n-- > 0 && w->n > 0) free(w->entries[--w->n].name);
+}
+
 lmc_status lmc_safetensors_writer_set_metadata(lmc_safetensors_writer *w, const char *key,
                                                const char *value) {
     if (!w->metadata) w->metadata = json_object();
