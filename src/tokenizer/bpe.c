@@ -24,55 +24,34 @@ static inline size_t pair_hash(uint64_t k) {
 static lmc_status merges_init(tok_merge_map *m, size_t n) {
     size_t ns = 16;
     while (ns < n * 2) ns *= 2;
-    m->keys = malloc(ns * sizeof *m->keys);
-    m->rank = malloc(ns * sizeof *m->rank);
-    m->new_id = malloc(ns * sizeof *m->new_id);
-    if (!m->keys || !m->rank || !m->new_id) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
-    memset(m->keys, 0xff, ns * sizeof *m->keys);
+    m->slots = malloc(ns * sizeof *m->slots);
+    if (!m->slots) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
+    for (size_t j = 0; j < ns; j++) m->slots[j].key = UINT64_MAX;
     m->nslots = ns;
     m->n = 0;
     return LMC_OK;
 }
 
-static lmc_status merges_grow(tok_merge_map *m) {
-    tok_merge_map g = {0};
-    lmc_status st = merges_init(&g, m->nslots);
-    if (st != LMC_OK) {
-        free(g.keys);
-        free(g.rank);
-        free(g.new_id);
-        return st;
-    }
-    for (size_t i = 0; i < m->nslots; i++) {
-        if (m->keys[i] == UINT64_MAX) continue;
-        size_t j = pair_hash(m->keys[i]) & (g.nslots - 1);
-        while (g.keys[j] != UINT64_MAX) j = (j + 1) & (g.nslots - 1);
-        g.keys[j] = m->keys[i];
-        g.rank[j] = m->rank[i];
-        g.new_id[j] = m->new_id[i];
-        g.n++;
-    }
-    free(m->keys);
-    free(m->rank);
-    free(m->new_id);
-    *m = g;
-    return LMC_OK;
+static void merges_insert(tok_merge_map *m, struct tok_merge_slot x) {
+    size_t mask = m->nslots - 1, j = pair_hash(x.key) & mask;
+    while (m->slots[j].key != UINT64_MAX && m->slots[j].key != x.key) j = (j + 1) & mask;
+    if (m->slots[j].key == UINT64_MAX) m->n++;
+    m->slots[j] = x;
 }
 
 /* HF collects the merges into a HashMap, so a repeated pair keeps the rank
  * and result of its last occurrence. */
 static lmc_status merges_put(tok_merge_map *m, int32_t a, int32_t b, uint32_t rank, int32_t id) {
     if ((m->n + 1) * 2 > m->nslots) {
-        lmc_status st = merges_grow(m);
+        tok_merge_map g = {0};
+        lmc_status st = merges_init(&g, m->nslots);
         if (st != LMC_OK) return st;
+        for (size_t i = 0; i < m->nslots; i++)
+            if (m->slots[i].key != UINT64_MAX) merges_insert(&g, m->slots[i]);
+        free(m->slots);
+        *m = g;
     }
-    uint64_t k = pair_key(a, b);
-    size_t j = pair_hash(k) & (m->nslots - 1);
-    while (m->keys[j] != UINT64_MAX && m->keys[j] != k) j = (j + 1) & (m->nslots - 1);
-    if (m->keys[j] == UINT64_MAX) m->n++;
-    m->keys[j] = k;
-    m->rank[j] = rank;
-    m->new_id[j] = id;
+    merges_insert(m, (struct tok_merge_slot){pair_key(a, b), rank, id});
     return LMC_OK;
 }
 
@@ -81,13 +60,13 @@ static inline bool merges_get(const tok_merge_map *m, int32_t a, int32_t b, uint
     uint64_t k = pair_key(a, b);
     size_t mask = m->nslots - 1, j = pair_hash(k) & mask;
     for (;;) {
-        uint64_t x = m->keys[j];
-        if (x == k) {
-            *rank = m->rank[j];
-            *id = m->new_id[j];
+        const struct tok_merge_slot *x = &m->slots[j];
+        if (x->key == k) {
+            *rank = x->rank;
+            *id = x->new_id;
             return true;
         }
-        if (x == UINT64_MAX) return false;
+        if (x->key == UINT64_MAX) return false;
         j = (j + 1) & mask;
     }
 }
@@ -103,15 +82,57 @@ static lmc_status vocab_entry(void *ctx, const char *key, size_t key_len, int64_
     return tok_strtab_put(&bpe->vocab, key, key_len, (int32_t)value);
 }
 
+/* Merges are resolved in batches: hash all keys, prefetch their slots, then
+ * look them up, so the cache misses of a batch overlap instead of adding up
+ * (the vocabulary table is far larger than the caches). */
+#define MERGE_BATCH 64
+
+typedef struct merge_item {
+    size_t index;
+    size_t off[3], len[3]; /* a, b, merged token, in the batch text */
+    uint32_t hash[3];
+    int32_t id[3];
+} merge_item;
+
 typedef struct merge_ctx {
     tok_bpe *bpe;
-    tok_buf joined;
     size_t prefix_len;
+    tok_buf text;
+    merge_item items[MERGE_BATCH];
+    size_t n;
 } merge_ctx;
 
 static lmc_status missing(size_t index, const char *s, size_t n) {
     return lmc_error(LMC_ERR_FORMAT, "merge %zu: token \"%.*s\" is not in the vocabulary",
                      index + 1, (int)(n > 60 ? 60 : n), s);
+}
+
+static lmc_status merge_flush(merge_ctx *x) {
+    const tok_strtab *v = &x->bpe->vocab;
+    for (size_t i = 0; i < x->n; i++)
+        for (int k = 0; k < 3; k++) {
+            merge_item *m = &x->items[i];
+            m->hash[k] = tok_strtab_hash(x->text.data + m->off[k], m->len[k]);
+            tok_strtab_prefetch(v, m->hash[k]);
+        }
+    for (size_t i = 0; i < x->n; i++) {
+        merge_item *m = &x->items[i];
+        for (int k = 0; k < 3; k++) {
+            m->id[k] = tok_strtab_get_hashed(v, x->text.data + m->off[k], m->len[k], m->hash[k]);
+            if (m->id[k] < 0) return missing(m->index, x->text.data + m->off[k], m->len[k]);
+        }
+        __builtin_prefetch(&x->bpe->merges.slots[pair_hash(pair_key(m->id[0], m->id[1])) &
+                                                 (x->bpe->merges.nslots - 1)]);
+    }
+    for (size_t i = 0; i < x->n; i++) {
+        const merge_item *m = &x->items[i];
+        lmc_status st =
+            merges_put(&x->bpe->merges, m->id[0], m->id[1], (uint32_t)m->index, m->id[2]);
+        if (st != LMC_OK) return st;
+    }
+    x->n = 0;
+    tok_buf_clear(&x->text);
+    return LMC_OK;
 }
 
 static lmc_status merge_entry(void *vctx, size_t index, const char *a, size_t a_len, const char *b,
@@ -121,22 +142,26 @@ static lmc_status merge_entry(void *vctx, size_t index, const char *a, size_t a_
         return lmc_error(LMC_ERR_FORMAT, "merge %zu: \"%.*s\" is not two tokens split by a space",
                          index + 1, (int)(a_len > 60 ? 60 : a_len), a);
     if (index >= UINT32_MAX) return lmc_error(LMC_ERR_LIMIT, "BPE: too many merges");
-    int32_t ia = tok_strtab_get(&x->bpe->vocab, a, a_len);
-    if (ia < 0) return missing(index, a, a_len);
-    int32_t ib = tok_strtab_get(&x->bpe->vocab, b, b_len);
-    if (ib < 0) return missing(index, b, b_len);
     /* The merged token drops the right part's continuing_subword_prefix
      * (BpeBuilder::build). */
     if (b_len < x->prefix_len)
         return lmc_error(LMC_ERR_FORMAT, "merge %zu: right part shorter than the subword prefix",
                          index + 1);
-    tok_buf_clear(&x->joined);
-    lmc_status st = tok_buf_append(&x->joined, a, a_len);
-    if (st == LMC_OK) st = tok_buf_append(&x->joined, b + x->prefix_len, b_len - x->prefix_len);
+    merge_item *m = &x->items[x->n];
+    m->index = index;
+    size_t base = x->text.len;
+    lmc_status st = tok_buf_append(&x->text, a, a_len);
+    if (st == LMC_OK) st = tok_buf_append(&x->text, b, b_len);
+    if (st == LMC_OK) st = tok_buf_append(&x->text, a, a_len);
+    if (st == LMC_OK) st = tok_buf_append(&x->text, b + x->prefix_len, b_len - x->prefix_len);
     if (st != LMC_OK) return st;
-    int32_t id = tok_strtab_get(&x->bpe->vocab, x->joined.data, x->joined.len);
-    if (id < 0) return missing(index, x->joined.data, x->joined.len);
-    return merges_put(&x->bpe->merges, ia, ib, (uint32_t)index, id);
+    m->off[0] = base;
+    m->len[0] = a_len;
+    m->off[1] = base + a_len;
+    m->len[1] = b_len;
+    m->off[2] = base + a_len + b_len;
+    m->len[2] = a_len + b_len - x->prefix_len;
+    return ++x->n == MERGE_BATCH ? merge_flush(x) : LMC_OK;
 }
 
 static lmc_status opt_string(const json_t *model, const char *key, char **out) {
@@ -180,15 +205,24 @@ lmc_status tok_bpe_load(tok_bpe *bpe, const json_t *model, const tok_model_json 
 
     size_t nv = count_entries(raw->vocab, raw->vocab_len);
     if ((st = tok_strtab_reserve(&bpe->vocab, nv, raw->vocab_len)) != LMC_OK) return st;
+    double t0 = lmc_time_now();
     if ((st = tok_json_scan_vocab(raw->vocab, raw->vocab_len, vocab_entry, bpe)) != LMC_OK)
         return st;
+    double t1 = lmc_time_now();
 
     if ((st = merges_init(&bpe->merges, count_entries(raw->merges, raw->merges_len))) != LMC_OK)
         return st;
-    merge_ctx mc = {.bpe = bpe, .prefix_len = bpe->prefix ? strlen(bpe->prefix) : 0};
-    st = tok_json_scan_merges(raw->merges, raw->merges_len, merge_entry, &mc);
-    tok_buf_free(&mc.joined);
+    merge_ctx *mc = calloc(1, sizeof *mc);
+    if (!mc) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
+    mc->bpe = bpe;
+    mc->prefix_len = bpe->prefix ? strlen(bpe->prefix) : 0;
+    st = tok_json_scan_merges(raw->merges, raw->merges_len, merge_entry, mc);
+    if (st == LMC_OK) st = merge_flush(mc);
+    tok_buf_free(&mc->text);
+    free(mc);
     if (st != LMC_OK) return lmc_error_prefix(st, "BPE");
+    lmc_log(LMC_LOG_DEBUG, "tokenizer: vocab %zu entries %.1f ms, merges %zu %.1f ms", bpe->vocab.n,
+            (t1 - t0) * 1e3, bpe->merges.n, (lmc_time_now() - t1) * 1e3);
 
     const char *unk = lmc_json_string(model, "unk_token", NULL, &bad);
     if (bad) return lmc_error(LMC_ERR_FORMAT, "BPE: unk_token must be a string or null");
@@ -209,9 +243,7 @@ lmc_status tok_bpe_load(tok_bpe *bpe, const json_t *model, const tok_model_json 
 
 void tok_bpe_free(tok_bpe *bpe) {
     tok_strtab_free(&bpe->vocab);
-    free(bpe->merges.keys);
-    free(bpe->merges.rank);
-    free(bpe->merges.new_id);
+    free(bpe->merges.slots);
     free(bpe->prefix);
     free(bpe->suffix);
     memset(bpe, 0, sizeof *bpe);

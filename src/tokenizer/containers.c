@@ -77,16 +77,27 @@ static uint32_t hash_bytes(const char *s, size_t n) {
      * well-distributed for them. */
     uint32_t h = 2166136261u;
     for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+    /* FNV's low bits are weak for similar short keys: finish with the
+     * murmur3 mixer before masking. */
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
     return h;
 }
 
 static lmc_status rehash(tok_strtab *t, size_t nslots) {
-    uint32_t *slots = calloc(nslots, sizeof *slots);
+    struct tok_strslot *slots = malloc(nslots * sizeof *slots);
     if (!slots) return lmc_error(LMC_ERR_NOMEM, "tokenizer: out of memory (hash table)");
+    for (size_t j = 0; j < nslots; j++) slots[j].ent = -1;
     for (size_t i = 0; i < t->n; i++) {
-        size_t j = t->ents[i].hash & (nslots - 1);
-        while (slots[j]) j = (j + 1) & (nslots - 1);
-        slots[j] = (uint32_t)(i + 1);
+        const struct tok_strent *x = &t->ents[i];
+        size_t j = x->hash & (nslots - 1);
+        while (slots[j].ent >= 0) j = (j + 1) & (nslots - 1);
+        slots[j] = (struct tok_strslot){x->hash, x->len, x->off, (int32_t)i, {0}};
+        if (x->len <= sizeof slots[j].inline_)
+            memcpy(slots[j].inline_, t->pool.data + x->off, x->len);
     }
     free(t->slots);
     t->slots = slots;
@@ -112,30 +123,45 @@ lmc_status tok_strtab_reserve(tok_strtab *t, size_t n_keys, size_t n_bytes) {
 static size_t find_slot(const tok_strtab *t, const char *s, size_t n, uint32_t h) {
     size_t mask = t->nslots - 1, j = h & mask;
     for (;;) {
-        uint32_t e = t->slots[j];
-        if (!e) return j;
-        const struct tok_strent *x = &t->ents[e - 1];
-        if (x->hash == h && x->len == n && !memcmp(t->pool.data + x->off, s, n)) return j;
+        const struct tok_strslot *x = &t->slots[j];
+        if (x->ent < 0) return j;
+        if (x->hash == h && x->len == n &&
+            !memcmp(n <= sizeof x->inline_ ? x->inline_ : t->pool.data + x->off, s, n))
+            return j;
         j = (j + 1) & mask;
     }
 }
 
+uint32_t tok_strtab_hash(const char *s, size_t n) {
+    return hash_bytes(s, n);
+}
+
+void tok_strtab_prefetch(const tok_strtab *t, uint32_t hash) {
+    if (t->nslots) __builtin_prefetch(&t->slots[hash & (t->nslots - 1)]);
+}
+
+int32_t tok_strtab_get_hashed(const tok_strtab *t, const char *s, size_t n, uint32_t hash) {
+    if (!t->nslots) return -1;
+    int32_t e = t->slots[find_slot(t, s, n, hash)].ent;
+    return e >= 0 ? t->ents[e].id : -1;
+}
+
 int32_t tok_strtab_get(const tok_strtab *t, const char *s, size_t n) {
     if (!t->nslots) return -1;
-    uint32_t e = t->slots[find_slot(t, s, n, hash_bytes(s, n))];
-    return e ? t->ents[e - 1].id : -1;
+    int32_t e = t->slots[find_slot(t, s, n, hash_bytes(s, n))].ent;
+    return e >= 0 ? t->ents[e].id : -1;
 }
 
 lmc_status tok_strtab_put(tok_strtab *t, const char *s, size_t n, int32_t id) {
-    if (n > UINT32_MAX || t->pool.len > UINT32_MAX - n - 1)
+    if (n > UINT32_MAX || t->pool.len > UINT32_MAX - n - 1 || t->n >= INT32_MAX)
         return lmc_error(LMC_ERR_LIMIT, "tokenizer: vocabulary too large");
     lmc_status st;
     if ((t->n + 1) * 2 > t->nslots && (st = rehash(t, t->nslots ? t->nslots * 2 : 16)) != LMC_OK)
         return st;
     uint32_t h = hash_bytes(s, n);
     size_t j = find_slot(t, s, n, h);
-    if (t->slots[j]) {
-        t->ents[t->slots[j] - 1].id = id;
+    if (t->slots[j].ent >= 0) {
+        t->ents[t->slots[j].ent].id = id;
         return LMC_OK;
     }
     if (t->n == t->cap) {
@@ -148,7 +174,9 @@ lmc_status tok_strtab_put(tok_strtab *t, const char *s, size_t n, int32_t id) {
     uint32_t off = (uint32_t)t->pool.len;
     if ((st = tok_buf_append(&t->pool, s, n)) != LMC_OK) return st;
     t->ents[t->n] = (struct tok_strent){.off = off, .len = (uint32_t)n, .id = id, .hash = h};
-    t->slots[j] = (uint32_t)++t->n;
+    t->slots[j] = (struct tok_strslot){h, (uint32_t)n, off, (int32_t)t->n, {0}};
+    if (n <= sizeof t->slots[j].inline_) memcpy(t->slots[j].inline_, s, n);
+    t->n++;
     return LMC_OK;
 }
 

@@ -155,14 +155,30 @@ static lmc_status scan_int(scan *c, int64_t *v) {
     return LMC_OK;
 }
 
-/* Skips any JSON value (validating it). */
+/* Skips a string without decoding it. Used for the values the real scans
+ * (tok_json_scan_vocab/merges) or jansson read, which check them fully. */
+static lmc_status skip_string(scan *c) {
+    if (c->i >= c->n || c->s[c->i] != '"') return bad(c, "expected a string");
+    for (size_t i = c->i + 1; i < c->n; i++) {
+        char ch = c->s[i];
+        if (ch == '\\') {
+            i++;
+        } else if (ch == '"') {
+            c->i = i + 1;
+            return LMC_OK;
+        }
+    }
+    return bad(c, "unterminated string");
+}
+
+/* Skips any JSON value (checking its structure). */
 static lmc_status skip_value(scan *c, int depth) {
     if (depth > MAX_DEPTH) return bad(c, "nesting too deep");
     skip_ws(c);
     if (c->i >= c->n) return bad(c, "unexpected end");
     char ch = c->s[c->i];
     lmc_status st;
-    if (ch == '"') return scan_string(c);
+    if (ch == '"') return skip_string(c);
     if (ch == '{' || ch == '[') {
         char close = ch == '{' ? '}' : ']';
         c->i++;

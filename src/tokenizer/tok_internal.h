@@ -65,13 +65,22 @@ typedef struct tok_strtab {
         uint32_t hash;
     } * ents;
     size_t n, cap;
-    uint32_t *slots; /* entry index + 1; 0 = empty */
-    size_t nslots;   /* power of two */
+    /* Lookups touch only the slot and the key bytes (two cache lines). */
+    struct tok_strslot {
+        uint32_t hash, len, off;
+        int32_t ent;      /* entry index, -1 = empty */
+        char inline_[16]; /* the key when len <= 16: no trip to the pool */
+    } * slots;
+    size_t nslots; /* power of two */
 } tok_strtab;
 
 /* Inserts or overwrites (HF builds HashMaps, where a later key wins). */
 lmc_status tok_strtab_put(tok_strtab *t, const char *s, size_t n, int32_t id);
 int32_t tok_strtab_get(const tok_strtab *t, const char *s, size_t n); /* -1 when absent */
+/* The same in steps, so that batches of lookups can prefetch their slots. */
+uint32_t tok_strtab_hash(const char *s, size_t n);
+void tok_strtab_prefetch(const tok_strtab *t, uint32_t hash);
+int32_t tok_strtab_get_hashed(const tok_strtab *t, const char *s, size_t n, uint32_t hash);
 lmc_status tok_strtab_reserve(tok_strtab *t, size_t n_keys, size_t n_bytes);
 void tok_strtab_free(tok_strtab *t);
 
@@ -143,9 +152,11 @@ lmc_status tok_pretokenize(const tok_pretok *p, tok_list *pieces, tok_list *scra
 /* ---- BPE model (bpe.c) ------------------------------------------------- */
 
 typedef struct tok_merge_map {
-    uint64_t *keys; /* (left << 32 | right); UINT64_MAX = empty */
-    uint32_t *rank;
-    int32_t *new_id;
+    struct tok_merge_slot {
+        uint64_t key; /* (left << 32 | right); UINT64_MAX = empty */
+        uint32_t rank;
+        int32_t new_id;
+    } * slots;
     size_t nslots;
     size_t n;
 } tok_merge_map;

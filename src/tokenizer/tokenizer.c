@@ -71,9 +71,12 @@ lmc_status tok_load_json_text(const char *text, size_t len, const char *what, lm
     size_t rest_len = 0;
     json_t *root = NULL;
     lmc_tokenizer *tok = NULL;
+    double t0 = lmc_time_now();
     lmc_status st = tok_json_cut_model(text, len, &raw, &rest, &rest_len);
     if (st != LMC_OK) goto fail;
+    double t1 = lmc_time_now();
     if ((st = lmc_json_parse(rest, rest_len, what, &root)) != LMC_OK) goto fail;
+    double t2 = lmc_time_now();
     if (!json_is_object(root)) {
         st = lmc_error(LMC_ERR_FORMAT, "tokenizer.json must hold an object");
         goto fail;
@@ -95,6 +98,8 @@ lmc_status tok_load_json_text(const char *text, size_t len, const char *what, lm
         (st = tok_decoder_load(json_object_get(root, "decoder"), &tok->decoder)) != LMC_OK ||
         (st = build_id_table(tok)) != LMC_OK)
         goto fail;
+    lmc_log(LMC_LOG_DEBUG, "tokenizer: %s: scan %.1f ms, json %.1f ms, build %.1f ms", what,
+            (t1 - t0) * 1e3, (t2 - t1) * 1e3, (lmc_time_now() - t2) * 1e3);
     json_decref(root);
     free(rest);
     *out = tok;
