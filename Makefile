@@ -34,6 +34,16 @@ fuzz:
 	CC=clang cmake -S . -B build-fuzz -DLMC_FUZZ=ON -DLMC_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build build-fuzz -j $(JOBS)
 
+# Runs each fuzz target for FUZZ_TIME seconds over fuzz-corpus/ (git-ignored)
+# and the committed seeds, e.g. make fuzz-run FUZZ_TIME=600.
+FUZZ_TIME ?= 60
+fuzz-run: fuzz
+	@for t in safetensors config; do \
+	  mkdir -p fuzz-corpus/$$t && \
+	  build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME) -max_len=4096 -dict=fuzz/$$t.dict \
+	    fuzz-corpus/$$t fuzz/seeds/$$t || exit 1; \
+	done
+
 clean:
 	rm -rf $(BUILD) build-fuzz
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 lmc_status lmc_model_load(const char *dir, lmc_model **out) {
+    if (!out) return lmc_error(LMC_ERR_INVALID_ARG, "lmc_model_load: out is NULL");
     *out = NULL;
     if (!dir) return lmc_error(LMC_ERR_INVALID_ARG, "lmc_model_load: dir is NULL");
     lmc_model *m = calloc(1, sizeof *m);
@@ -25,7 +26,13 @@ lmc_status lmc_model_load(const char *dir, lmc_model **out) {
     }
     if ((st = lmc_config_parse(&m->cfg, cfg_path, m->arch->defaults)) != LMC_OK) goto fail;
     if ((st = lmc_weights_open(dir, &m->weights)) != LMC_OK) goto fail;
-    if ((st = m->arch->load(m)) != LMC_OK) goto fail;
+    if ((st = lmc_config_quantization(&m->cfg, cfg_path, &m->weights.quantization)) != LMC_OK)
+        goto fail;
+    if ((st = m->arch->load(m)) != LMC_OK) {
+        /* Errors from the weights name the folder; others come from the config. */
+        if (!strstr(lmc_last_error(), dir)) lmc_error_prefix(st, "%s", cfg_path);
+        goto fail;
+    }
     free(cfg_path);
     *out = m;
     return LMC_OK;
@@ -58,13 +65,16 @@ void lmc_model_get_info(const lmc_model *m, lmc_model_info *info) {
 }
 
 lmc_status lmc_session_create(lmc_model *model, int32_t max_tokens, lmc_session **out) {
+    if (!out) return lmc_error(LMC_ERR_INVALID_ARG, "lmc_session_create: out is NULL");
     *out = NULL;
     if (!model) return lmc_error(LMC_ERR_INVALID_ARG, "lmc_session_create: model is NULL");
+    if (max_tokens < 0)
+        return lmc_error(LMC_ERR_INVALID_ARG, "lmc_session_create: max_tokens = %d is negative",
+                         max_tokens);
     lmc_session *s = calloc(1, sizeof *s);
     if (!s) return lmc_error(LMC_ERR_NOMEM, "out of memory");
     s->model = model;
     s->max_tokens = max_tokens > 0 ? max_tokens : model->cfg.max_position_embeddings;
-    if (s->max_tokens <= 0) s->max_tokens = 4096;
     const lmc_model_config *c = &model->cfg;
     lmc_status st =
         lmc_kv_cache_init(&s->kv, c->num_hidden_layers, c->num_key_value_heads, c->head_dim,

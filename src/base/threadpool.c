@@ -4,11 +4,12 @@
 #include "base.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#define SPIN_ITERATIONS 200000
+#define SPIN_ITERATIONS 20000
 
 typedef struct pool {
     int n_threads; /* including the calling thread */
@@ -166,9 +167,15 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
     run_chunks(p, 0);
-    while (atomic_load_explicit(&p->active, memory_order_acquire) > 0) {
+    /* Spin briefly, then yield: on a loaded machine a busy wait would keep
+     * the core from a worker that still has a chunk to finish. */
+    for (int spins = 0; atomic_load_explicit(&p->active, memory_order_acquire) > 0; spins++) {
+        if (spins < 4000) {
 #if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
+            __builtin_ia32_pause();
 #endif
+        } else {
+            sched_yield();
+        }
     }
 }

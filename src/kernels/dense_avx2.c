@@ -3,6 +3,7 @@
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 static inline float hsum(__m256 v) {
@@ -114,10 +115,16 @@ static const lmc_kernel_table avx2_table = {
     .axpy = axpy,
 };
 
+/* F16C from CPUID leaf 1 (ECX bit 29): clang before 16 has no "f16c" for
+ * __builtin_cpu_supports. */
+static bool cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
 const lmc_kernel_table *lmc_kernels_avx2(void) {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
         return &avx2_table;
     return NULL;
 }

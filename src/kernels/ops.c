@@ -16,16 +16,8 @@ typedef struct matmul_job {
 } matmul_job;
 
 /* Per-thread scratch for converted weight rows. */
-static _Thread_local float *tl_scratch;
-static _Thread_local size_t tl_scratch_cap;
-
 static float *scratch(size_t n) {
-    if (n > tl_scratch_cap) {
-        lmc_free_aligned(tl_scratch);
-        tl_scratch = lmc_alloc_aligned(n * sizeof(float));
-        tl_scratch_cap = tl_scratch ? n : 0;
-    }
-    return tl_scratch;
+    return lmc_thread_scratch(LMC_SCRATCH_KERNELS, n * sizeof(float));
 }
 
 static inline const void *row_ptr(const lmc_tensor *w, int64_t r, int64_t cols) {

@@ -28,7 +28,9 @@ typedef struct lmc_rope_config {
 } lmc_rope_config;
 
 typedef struct lmc_model_config {
-    json_t *json; /* the whole config.json (owned) */
+    json_t *json;     /* the whole config.json (owned) */
+    json_t *gen_json; /* generation_config.json when present (owned), else NULL */
+    char *path;       /* config.json's path, for messages (owned; NULL from text) */
     const char *model_type;
     int64_t vocab_size;
     int64_t hidden_size;
@@ -66,5 +68,15 @@ lmc_status lmc_config_load(const char *dir, lmc_model_config *cfg);
 lmc_status lmc_config_parse(lmc_model_config *cfg, const char *what,
                             const lmc_config_defaults *defaults);
 void lmc_config_free(lmc_model_config *cfg);
+/* config.json's MLX quantization object ("quantization", or an MLX-style
+ * "quantization_config"), borrowed; NULL when dense. Other schemes (GPTQ,
+ * AWQ, a non-affine mode) are refused with a clear error. */
+lmc_status lmc_config_quantization(const lmc_model_config *cfg, const char *what,
+                                   const json_t **out);
+/* lmc_config_load's parsing step over config.json text in memory (`what`
+ * names it in errors): JSON, an object, a string model_type. On failure cfg
+ * is left empty. Used by lmc_config_load and the fuzzer. */
+lmc_status lmc_config_load_text(const char *text, size_t len, const char *what,
+                                lmc_model_config *cfg);
 
 #endif

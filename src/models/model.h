@@ -35,6 +35,11 @@ struct lmc_arch {
     lmc_forward_fn forward;
 };
 
+/* free and forward for architectures whose impl is an lmc_decoder. */
+void lmc_decoder_model_free(lmc_model *m);
+lmc_status lmc_decoder_model_forward(lmc_model *m, lmc_kv_cache *kv, const int32_t *tokens,
+                                     int64_t T, bool all_positions, float *logits);
+
 /* The table mapping model_type to an architecture (models/registry.c). */
 const lmc_arch *lmc_arch_find(const char *model_type);
 /* "llama, mistral, ..." for error messages. */

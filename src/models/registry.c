@@ -3,9 +3,11 @@
 
 #include <string.h>
 
-extern const lmc_arch lmc_arch_llama, lmc_arch_mistral;
+extern const lmc_arch lmc_arch_llama, lmc_arch_mistral, lmc_arch_qwen2, lmc_arch_gemma, lmc_arch_phi3,
+    lmc_arch_mixtral;
 
-static const lmc_arch *const archs[] = {&lmc_arch_llama, &lmc_arch_mistral};
+static const lmc_arch *const archs[] = {&lmc_arch_llama, &lmc_arch_mistral, &lmc_arch_qwen2,
+                                        &lmc_arch_gemma, &lmc_arch_phi3,   &lmc_arch_mixtral};
 
 const lmc_arch *lmc_arch_find(const char *model_type) {
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)

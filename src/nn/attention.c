@@ -14,9 +14,6 @@ typedef struct attn_job {
     float *out;
 } attn_job;
 
-static _Thread_local float *tl_scores;
-static _Thread_local int64_t tl_scores_cap;
-
 static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
     const attn_job *j = ctx;
     const lmc_attention_params *p = j->p;
@@ -30,13 +27,8 @@ static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
         if (p->sliding_window > 0 && pos - p->sliding_window + 1 > 0)
             lo = pos - p->sliding_window + 1;
         int64_t n = pos - lo + 1;
-        if (n > tl_scores_cap) {
-            lmc_free_aligned(tl_scores);
-            tl_scores = lmc_alloc_aligned((size_t)n * sizeof(float));
-            tl_scores_cap = tl_scores ? n : 0;
-            if (!tl_scores) return;
-        }
-        float *s = tl_scores;
+        float *s = lmc_thread_scratch(LMC_SCRATCH_ATTENTION, (size_t)n * sizeof(float));
+        if (!s) return;
         const float *qv = j->q + (t * p->n_heads + h) * hd;
         const float *keys = L->k + (kvh * cap + lo) * hd;
         const float *vals = L->v + (kvh * cap + lo) * hd;

@@ -4,19 +4,32 @@
 #define LMC_NN_H
 
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 #include "models/config.h"
 #include "tensor/safetensors.h"
 
 /* ---- linear ---- */
 
 typedef struct lmc_linear {
-    const lmc_tensor *weight; /* dense [out, in] */
+    const lmc_tensor *weight; /* dense [out, in], or the packed U32 weight */
     const lmc_tensor *bias;   /* [out] or NULL */
+    bool quantized;           /* MLX affine: qw holds the view */
+    lmc_qweight qw;
     int64_t in, out;
 } lmc_linear;
 
+/* Bits and group size of a quantized module: inferred from the packed
+ * width and the scales' width for `in` inputs, and checked against
+ * config.json's "quantization" (its default and any per-module override
+ * keyed by the module path; `false` there means dense). Errors name the
+ * module and both values when the file and the config disagree. */
+lmc_status lmc_quant_params(const lmc_weights *w, const char *module, const lmc_tensor *weight,
+                            const lmc_tensor *scales, int64_t in, int *bits, int *group_size);
+
 /* Binds prefix.weight (and prefix.bias when has_bias) checking the shape
- * [out, in]; errors name the key and both shapes. */
+ * [out, in]; a module stored MLX-quantized (prefix.scales and
+ * prefix.biases beside a U32 weight) binds as quantized. Errors name the
+ * key and both shapes. */
 lmc_status lmc_linear_bind(lmc_linear *l, const lmc_weights *w, const char *prefix, int64_t in,
                            int64_t out, bool has_bias);
 /* y [T, out] = x [T, in] W^T + b */
@@ -25,7 +38,9 @@ void lmc_linear_forward(const lmc_linear *l, const float *x, int64_t T, float *y
 /* ---- embedding ---- */
 
 typedef struct lmc_embedding {
-    const lmc_tensor *weight; /* [vocab, dim] */
+    const lmc_tensor *weight; /* [vocab, dim], or packed U32 when quantized */
+    bool quantized;
+    lmc_qweight qw;
     int64_t vocab, dim;
 } lmc_embedding;
 

@@ -55,9 +55,14 @@ lmc_status lmc_rope_init(lmc_rope *r, const lmc_rope_config *cfg, int64_t head_d
         }
         llama3_scale(r->inv_freq, half, cfg);
         break;
-    default:
+    default: {
+        static const char *const names[] = {"default", "linear",   "llama3",
+                                            "dynamic", "longrope", "yarn"};
         lmc_rope_free(r);
-        return lmc_error(LMC_ERR_UNSUPPORTED, "this rope type is not supported yet");
+        return lmc_error(LMC_ERR_UNSUPPORTED,
+                         "rope type '%s' is not supported yet (default, linear, llama3, dynamic)",
+                         (unsigned)cfg->type < 6 ? names[cfg->type] : "?");
+    }
     }
     (void)max_position_embeddings;
     return LMC_OK;

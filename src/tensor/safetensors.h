@@ -34,6 +34,9 @@ typedef struct lmc_weights {
     const lmc_tensor **index; /* all tensors, sorted by name */
     size_t n_tensors;
     uint64_t total_bytes;
+    /* config.json's MLX "quantization" object (borrowed), or NULL: consulted
+     * when binding quantized modules. */
+    const json_t *quantization;
 } lmc_weights;
 
 lmc_status lmc_weights_open(const char *dir, lmc_weights *out);

@@ -39,7 +39,7 @@ static lmc_status list_from_index(const char *index_path, json_t *index, char **
                              key);
         }
         const char *f = json_string_value(v);
-        if (strchr(f, '/') || !strcmp(f, "..")) {
+        if (!*f || strchr(f, '/') || !strcmp(f, ".") || !strcmp(f, "..")) {
             for (size_t i = 0; i < len; i++) free(list[i]);
             free(list);
             return lmc_error(LMC_ERR_FORMAT, "%s: weight_map['%s'] = '%s' is not a plain file name",
@@ -47,7 +47,11 @@ static lmc_status list_from_index(const char *index_path, json_t *index, char **
         }
         bool seen = false;
         for (size_t i = 0; i < len && !seen; i++) seen = !strcmp(list[i], f);
-        if (!seen) list[len++] = lmc_strdup(f);
+        if (!seen && !(list[len++] = lmc_strdup(f))) {
+            for (size_t i = 0; i < len; i++) free(list[i]);
+            free(list);
+            return lmc_error(LMC_ERR_NOMEM, "out of memory");
+        }
     }
     qsort(list, len, sizeof *list, cmp_str);
     *names = list;
@@ -60,7 +64,7 @@ static lmc_status list_from_dir(const char *dir, char ***names, size_t *n) {
     if (!d) return lmc_error(LMC_ERR_IO, "%s: cannot open the model folder", dir);
     size_t cap = 8, len = 0;
     char **list = calloc(cap, sizeof *list);
-    struct dirent *e;
+    struct dirent *e = NULL;
     while (list && (e = readdir(d))) {
         if (!has_suffix(e->d_name, ".safetensors")) continue;
         if (len == cap) {
@@ -69,10 +73,15 @@ static lmc_status list_from_dir(const char *dir, char ***names, size_t *n) {
             list = b;
             cap *= 2;
         }
-        list[len++] = lmc_strdup(e->d_name);
+        if (!(list[len] = lmc_strdup(e->d_name))) break;
+        len++;
     }
     closedir(d);
-    if (!list) return lmc_error(LMC_ERR_NOMEM, "out of memory");
+    if (!list || e) {
+        for (size_t i = 0; list && i < len; i++) free(list[i]);
+        free(list);
+        return lmc_error(LMC_ERR_NOMEM, "out of memory");
+    }
     if (len == 0) {
         free(list);
         return lmc_error(LMC_ERR_NOT_FOUND,
@@ -101,7 +110,7 @@ lmc_status lmc_weights_open(const char *dir, lmc_weights *out) {
     }
     if (st != LMC_OK) goto done;
     out->dir = lmc_strdup(dir);
-    out->files = calloc(n, sizeof *out->files);
+    out->files = calloc(n ? n : 1, sizeof *out->files);
     if (!out->files || !out->dir) {
         st = lmc_error(LMC_ERR_NOMEM, "out of memory");
         goto done;

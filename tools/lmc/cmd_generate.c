@@ -65,24 +65,28 @@ int cmd_generate(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--ignore-eos")) p.ignore_eos = 1;
         else if (!strcmp(argv[i], "--print-ids")) print_ids = true;
         else if (!strcmp(argv[i], "--stats")) show_stats = true;
+        else if (!strcmp(argv[i], "--exact")) {
+            /* activations are always f32 (the exact path); accepted for scripts */
+        }
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage();
             return 0;
         } else {
-            usage();
-            return cli_fail("generate", "unknown option '%s'", argv[i]);
+            return cli_fail("generate", "unknown option '%s' (see 'lmc generate --help')", argv[i]);
         }
     }
     if (!model_dir || !tokens_arg) {
-        usage();
-        return cli_fail("generate", "--model and --tokens are required");
+        return cli_fail("generate",
+                        "--model and --tokens are required (see 'lmc generate --help')");
     }
     if (!print_ids)
         return cli_fail("generate", "text output needs a tokenizer; use --print-ids with --tokens");
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    if (!cli_parse_ids(tokens_arg, &ids, &n_ids) || n_ids == 0)
+    if (!cli_parse_ids(tokens_arg, &ids, &n_ids) || n_ids == 0) {
+        free(ids);
         return cli_fail("generate", "--tokens must be a comma-separated list of token ids");
+    }
     lmc_model *model = NULL;
     lmc_session *sess = NULL;
     int rc = 1;

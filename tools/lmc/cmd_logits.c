@@ -22,22 +22,25 @@ int cmd_logits(int argc, char **argv) {
             long n;
             if (!v || !cli_parse_int(v, &n) || n < 0) return cli_fail("logits", "bad --threads");
             lmc_set_num_threads((int)n);
+        } else if (!strcmp(argv[i], "--exact")) {
+            /* activations are always f32 (the exact path); accepted for scripts that ask */
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage();
             return 0;
         } else {
-            usage();
-            return cli_fail("logits", "unknown option '%s'", argv[i]);
+            return cli_fail("logits", "unknown option '%s' (see 'lmc logits --help')", argv[i]);
         }
     }
     if (!model_dir || !tokens_arg || !out_path) {
-        usage();
-        return cli_fail("logits", "--model, --tokens and --out are required");
+        return cli_fail("logits",
+                        "--model, --tokens and --out are required (see 'lmc logits --help')");
     }
     int32_t *ids = NULL;
     size_t n = 0;
-    if (!cli_parse_ids(tokens_arg, &ids, &n) || n == 0)
+    if (!cli_parse_ids(tokens_arg, &ids, &n) || n == 0) {
+        free(ids);
         return cli_fail("logits", "--tokens must be a comma-separated list of token ids");
+    }
     lmc_model *model = NULL;
     lmc_session *sess = NULL;
     float *logits = NULL;
@@ -67,6 +70,10 @@ int cmd_logits(int argc, char **argv) {
     /* Write to a temporary file and rename, so a failure leaves nothing. */
     size_t plen = strlen(out_path) + 32;
     char *tmp = malloc(plen);
+    if (!tmp) {
+        rc = cli_fail("logits", "out of memory");
+        goto done;
+    }
     snprintf(tmp, plen, "%s.tmp.%ld", out_path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     size_t count = n * (size_t)info.vocab_size;

@@ -1,0 +1,50 @@
+/* Memory read bandwidth of this machine: all threads sum a buffer much
+ * larger than the caches, best of several passes. The decode-speed limit
+ * of a model is this figure divided by the bytes read per token. */
+#include "base/base.h"
+
+#include <immintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct job {
+    const float *data;
+    double partial[256];
+} job;
+
+__attribute__((target("avx2"))) static void body(void *ctx, int64_t b, int64_t e, int worker) {
+    job *j = ctx;
+    const float *p = j->data;
+    __m256 s[8];
+    for (int k = 0; k < 8; k++) s[k] = _mm256_setzero_ps();
+    for (int64_t i = b * 1024; i < e * 1024; i += 64)
+        for (int k = 0; k < 8; k++) s[k] = _mm256_add_ps(s[k], _mm256_load_ps(p + i + 8 * k));
+    float out[8];
+    for (int k = 1; k < 8; k++) s[0] = _mm256_add_ps(s[0], s[k]);
+    _mm256_storeu_ps(out, s[0]);
+    for (int k = 0; k < 8; k++) j->partial[worker] += out[k];
+}
+
+int main(int argc, char **argv) {
+    size_t mb = argc > 1 ? (size_t)atol(argv[1]) : 1024;
+    size_t n = mb * (1u << 20) / sizeof(float);
+    float *buf = lmc_alloc_aligned(n * sizeof(float));
+    if (!buf) return 1;
+    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 7);
+    job j = {.data = buf};
+    double best = 0;
+    for (int pass = 0; pass < 5; pass++) {
+        double t0 = lmc_time_now();
+        lmc_parallel_for((int64_t)(n / 1024), 64, body, &j);
+        double dt = lmc_time_now() - t0;
+        double gbs = (double)(n * sizeof(float)) / dt / 1e9;
+        if (gbs > best) best = gbs;
+    }
+    double sink = 0;
+    for (int i = 0; i < 256; i++) sink += j.partial[i];
+    printf("memory read bandwidth: %.2f GB/s (%d threads, %zu MB buffer, best of 5; checksum %g)\n",
+           best, lmc_thread_count(), mb, sink);
+    lmc_free_aligned(buf);
+    return 0;
+}

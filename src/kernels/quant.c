@@ -1,0 +1,400 @@
+/* MLX affine quantized matmul, generic C, and the dispatch to the AVX2
+ * kernels. The layout and dequantization (w = scale*q + bias per group) follow
+ * mlx/backend/cpu/quantized.cpp (_qmm, extract_bits) and the Metal
+ * `affine_dequantize` in mlx/backend/metal/kernels/quantized.h.
+ *
+ * One token (decode): per group, sum_c x_c (s q_c + b) = s dot(q, x) + b sum(x)
+ * with the group sums of x computed once per call.
+ * Several tokens (prefill): QUANT_TILE_ROWS rows x QUANT_CHUNK_COLS columns
+ * are dequantized into a small buffer once and reused for every token. */
+#include "kernels/quant_internal.h"
+
+#include <stdatomic.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- validation and views ------------------------------------------------ */
+
+static bool bits_ok(int bits) {
+    return bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8;
+}
+static bool group_ok(int g) { return g == 32 || g == 64 || g == 128; }
+static bool scale_dtype_ok(lmc_dtype dt) {
+    return dt == LMC_DTYPE_F16 || dt == LMC_DTYPE_BF16 || dt == LMC_DTYPE_F32;
+}
+/* Local spellings so this file needs nothing from src/tensor. */
+static const char *dtype_str(lmc_dtype dt) {
+    static const char *names[] = {"F32", "F16", "BF16", "U32", "I32", "I64", "U8", "I8", "BOOL"};
+    return (unsigned)dt < sizeof names / sizeof names[0] ? names[dt] : "unknown dtype";
+}
+static const char *shape_str(const lmc_tensor *t, char *buf, size_t size) {
+    size_t n = 0;
+    buf[0] = 0;
+    n += (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < t->ndim && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+    if (n < size) snprintf(buf + n, size - n, "]");
+    return buf;
+}
+
+lmc_status lmc_qweight_check(const lmc_qweight *w, const char *name) {
+    const char *n = name ? name : "quantized weight";
+    if (!w) return lmc_error(LMC_ERR_INVALID_ARG, "%s: NULL weight", n);
+    if (!bits_ok(w->bits))
+        return lmc_error(LMC_ERR_UNSUPPORTED,
+                         "%s: %d-bit quantization is not supported (bits must be 2, 3, 4, 5, 6 or 8)",
+                         n, w->bits);
+    if (!group_ok(w->group_size))
+        return lmc_error(LMC_ERR_UNSUPPORTED,
+                         "%s: group size %d is not supported (must be 32, 64 or 128)", n,
+                         w->group_size);
+    if (!scale_dtype_ok(w->scale_dtype))
+        return lmc_error(LMC_ERR_UNSUPPORTED,
+                         "%s: scales/biases must be F16, BF16 or F32, not %s", n,
+                         dtype_str(w->scale_dtype));
+    if (w->rows <= 0 || w->cols <= 0)
+        return lmc_error(LMC_ERR_SHAPE, "%s: empty shape [%lld, %lld]", n, (long long)w->rows,
+                         (long long)w->cols);
+    if (w->cols % w->group_size != 0)
+        return lmc_error(LMC_ERR_SHAPE,
+                         "%s: %lld input columns are not a multiple of the group size %d", n,
+                         (long long)w->cols, w->group_size);
+    if (!w->packed || !w->scales || !w->biases)
+        return lmc_error(LMC_ERR_INVALID_ARG, "%s: missing packed data, scales or biases", n);
+    return LMC_OK;
+}
+
+static int64_t leading_rows(const lmc_tensor *t) {
+    int64_t r = 1;
+    for (int i = 0; i + 1 < t->ndim; i++) r *= t->shape[i];
+    return r;
+}
+
+lmc_status lmc_qweight_from_tensors(const lmc_tensor *weight, const lmc_tensor *scales,
+                                    const lmc_tensor *biases, int bits, int group_size,
+                                    const char *name, lmc_qweight *out) {
+    const char *n = name ? name : (weight && weight->name ? weight->name : "quantized weight");
+    char b1[96], b2[96];
+    if (!weight || !scales || !biases || !out)
+        return lmc_error(LMC_ERR_INVALID_ARG, "%s: missing tensor", n);
+    if (!bits_ok(bits))
+        return lmc_error(LMC_ERR_UNSUPPORTED,
+                         "%s: %d-bit quantization is not supported (bits must be 2, 3, 4, 5, 6 or 8)",
+                         n, bits);
+    if (!group_ok(group_size))
+        return lmc_error(LMC_ERR_UNSUPPORTED,
+                         "%s: group size %d is not supported (must be 32, 64 or 128)", n,
+                         group_size);
+    if (weight->dtype != LMC_DTYPE_U32)
+        return lmc_error(LMC_ERR_FORMAT, "%s: quantized weight must be U32, not %s", n,
+                         dtype_str(weight->dtype));
+    if (scales->dtype != biases->dtype)
+        return lmc_error(LMC_ERR_FORMAT, "%s: scales are %s but biases are %s", n,
+                         dtype_str(scales->dtype), dtype_str(biases->dtype));
+    if (!scale_dtype_ok(scales->dtype))
+        return lmc_error(LMC_ERR_UNSUPPORTED, "%s: scales/biases must be F16, BF16 or F32, not %s",
+                         n, dtype_str(scales->dtype));
+    if (weight->ndim < 2 || scales->ndim != weight->ndim || biases->ndim != weight->ndim)
+        return lmc_error(LMC_ERR_SHAPE, "%s: weight %s, scales %s: need matching ranks >= 2", n,
+                         shape_str(weight, b1, sizeof b1),
+                         shape_str(scales, b2, sizeof b2));
+    for (int i = 0; i < weight->ndim; i++) {
+        bool last = i == weight->ndim - 1;
+        if ((!last && scales->shape[i] != weight->shape[i]) || biases->shape[i] != scales->shape[i])
+            return lmc_error(LMC_ERR_SHAPE, "%s: weight %s does not match scales %s / biases", n,
+                             shape_str(weight, b1, sizeof b1),
+                             shape_str(scales, b2, sizeof b2));
+    }
+    int64_t words = weight->shape[weight->ndim - 1];
+    int64_t ngroups = scales->shape[scales->ndim - 1];
+    if (words <= 0 || ngroups <= 0 || (words * 32) % bits != 0)
+        return lmc_error(LMC_ERR_SHAPE, "%s: packed width %lld is not a whole number of %d-bit values",
+                         n, (long long)words, bits);
+    int64_t cols = words * 32 / bits;
+    if (cols != ngroups * group_size)
+        return lmc_error(LMC_ERR_SHAPE,
+                         "%s: packed width %lld (%lld %d-bit values) does not match %lld groups of %d "
+                         "(wrong bits or group_size?)",
+                         n, (long long)words, (long long)cols, bits, (long long)ngroups, group_size);
+    lmc_qweight q = {
+        .packed = weight->data, .scales = scales->data, .biases = biases->data,
+        .scale_dtype = scales->dtype, .bits = bits, .group_size = group_size,
+        .rows = leading_rows(weight), .cols = cols,
+    };
+    uint64_t need_w = (uint64_t)q.rows * (uint64_t)words * 4;
+    uint64_t need_s = (uint64_t)q.rows * (uint64_t)ngroups * quant_scale_size(scales->dtype);
+    if (weight->nbytes < need_w || scales->nbytes < need_s || biases->nbytes < need_s)
+        return lmc_error(LMC_ERR_FORMAT, "%s: tensor data is shorter than its shape", n);
+    lmc_status st = lmc_qweight_check(&q, n);
+    if (st != LMC_OK) return st;
+    *out = q;
+    return LMC_OK;
+}
+
+lmc_qweight lmc_qweight_rows(const lmc_qweight *w, int64_t r0, int64_t n) {
+    lmc_qweight v = *w;
+    size_t ss = quant_scale_size(w->scale_dtype);
+    v.packed = w->packed + r0 * quant_row_words(w);
+    v.scales = (const uint8_t *)w->scales + (size_t)(r0 * quant_groups(w)) * ss;
+    v.biases = (const uint8_t *)w->biases + (size_t)(r0 * quant_groups(w)) * ss;
+    v.rows = n;
+    return v;
+}
+
+uint64_t lmc_qweight_nbytes(const lmc_qweight *w) {
+    uint64_t rows = (uint64_t)w->rows;
+    return rows * (uint64_t)quant_row_words(w) * 4 +
+           2 * rows * (uint64_t)quant_groups(w) * quant_scale_size(w->scale_dtype);
+}
+
+/* ---- CPU dispatch ----------------------------------------------------------- */
+
+/* AVX2 + FMA + F16C with the YMM state enabled by the OS. cpuid directly:
+ * clang 14's __builtin_cpu_supports does not know "f16c". */
+static bool cpu_has_avx2(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    const unsigned fma = 1u << 12, osxsave = 1u << 27, avx = 1u << 28, f16c = 1u << 29;
+    if ((c & (fma | osxsave | avx | f16c)) != (fma | osxsave | avx | f16c)) return false;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 6) != 6) return false; /* XMM and YMM state */
+    if (__get_cpuid_max(0, NULL) < 7) return false;
+    __cpuid_count(7, 0, a, b, c, d);
+    return (b & (1u << 5)) != 0; /* AVX2 */
+#else
+    return false;
+#endif
+}
+
+/* -1: not chosen yet; 0: generic; 1: AVX2. Every thread that races on the
+ * first call computes the same value. */
+static atomic_int g_simd = -1;
+
+bool quant_use_avx2(void) {
+    int m = atomic_load_explicit(&g_simd, memory_order_relaxed);
+    if (m < 0) {
+        const char *no = getenv("LMC_NO_SIMD");
+        bool off = no && no[0] && strcmp(no, "0") != 0;
+        m = !off && cpu_has_avx2();
+        atomic_store(&g_simd, m);
+    }
+    return m != 0;
+}
+
+bool lmc_quant_use_simd(bool enable) {
+    atomic_store(&g_simd, enable && cpu_has_avx2() ? 1 : 0);
+    return atomic_load(&g_simd) != 0;
+}
+
+/* ---- unpacking (generic) --------------------------------------------------------- */
+
+/* q of columns [c0, c0 + n) of a row; c0 and n multiples of 32. mlx packs 3/5
+ * bits as 8 values in 3/5 bytes and 6 bits as 4 values in 3 bytes
+ * (quantize<T, U> / extract_bits in mlx/backend/cpu/quantized.cpp), which is
+ * the little-endian bit stream read here. */
+static void unpack_range(const uint32_t *row, int bits, int64_t c0, int64_t n, uint8_t *q) {
+    const uint8_t mask = (uint8_t)((1u << bits) - 1);
+    if (bits == 2 || bits == 4 || bits == 8) {
+        int per = 32 / bits;
+        const uint32_t *wp = row + c0 / per;
+        for (int64_t i = 0; i < n; i += per) {
+            uint32_t v = *wp++;
+            for (int k = 0; k < per; k++) q[i + k] = (uint8_t)((v >> (bits * k)) & mask);
+        }
+        return;
+    }
+    int pack = bits == 6 ? 4 : 8;       /* values per pack */
+    int bpp = bits == 5 ? 5 : 3;        /* bytes per pack */
+    const uint8_t *bp = (const uint8_t *)row + c0 / pack * bpp;
+    for (int64_t i = 0; i < n; i += pack, bp += bpp) {
+        uint64_t v = 0;
+        for (int b = 0; b < bpp; b++) v |= (uint64_t)bp[b] << (8 * b);
+        for (int k = 0; k < pack; k++) q[i + k] = (uint8_t)((v >> (bits * k)) & mask);
+    }
+}
+
+void lmc_qunpack_row(const lmc_qweight *w, int64_t row, uint8_t *q) {
+    unpack_range(w->packed + row * quant_row_words(w), w->bits, 0, w->cols, q);
+}
+
+/* Dequantizes columns [c0, c0+nc) of `row` into out (product and sum rounded
+ * separately, as numpy's `q * s + b` in float32). */
+static void dequant_range(const lmc_qweight *w, int64_t row, int64_t c0, int64_t nc, float *out) {
+    uint8_t q[128];
+    const int g = w->group_size;
+    const uint32_t *rp = w->packed + row * quant_row_words(w);
+    int64_t goff = row * quant_groups(w);
+    for (int64_t c = c0; c < c0 + nc; c += g) {
+        float s = quant_load_scale(w->scales, w->scale_dtype, goff + c / g);
+        float b = quant_load_scale(w->biases, w->scale_dtype, goff + c / g);
+        unpack_range(rp, w->bits, c, g, q);
+        float *o = out + (c - c0);
+        for (int i = 0; i < g; i++) {
+            float p = s * (float)q[i];
+            o[i] = p + b;
+        }
+    }
+}
+
+void lmc_qdequant_row(const lmc_qweight *w, int64_t row, float *out) {
+    if (quant_use_avx2())
+        quant_dequant_tile_avx2(w, row, 1, 0, w->cols, out);
+    else
+        dequant_range(w, row, 0, w->cols, out);
+}
+
+/* ---- generic kernels ----------------------------------------------------------- */
+
+static float dot_u8_f32(const uint8_t *q, const float *x, int n) {
+    float a[8] = {0};
+    for (int i = 0; i < n; i += 8)
+        for (int k = 0; k < 8; k++) a[k] += (float)q[i + k] * x[i + k];
+    return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+}
+
+static void matvec_generic(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x,
+                           const float *gsum, float *y) {
+    uint8_t q[128];
+    const int g = w->group_size;
+    const int64_t ng = quant_groups(w), words = quant_row_words(w);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint32_t *rp = w->packed + r * words;
+        float acc = 0.0f, bacc = 0.0f;
+        for (int64_t j = 0; j < ng; j++) {
+            float s = quant_load_scale(w->scales, w->scale_dtype, r * ng + j);
+            float b = quant_load_scale(w->biases, w->scale_dtype, r * ng + j);
+            unpack_range(rp, w->bits, j * g, g, q);
+            acc += s * dot_u8_f32(q, x + j * g, g);
+            bacc += b * gsum[j];
+        }
+        y[r - r0] = acc + bacc;
+    }
+}
+
+static void dense_tile_generic(const float *buf, int nr, int64_t nc, const float *x, int64_t ldx,
+                               int64_t T, float *y, int64_t ldy) {
+    for (int64_t t = 0; t < T; t++) {
+        const float *xt = x + t * ldx;
+        for (int i = 0; i < nr; i++) {
+            const float *wr = buf + i * nc;
+            float a[8] = {0};
+            for (int64_t c = 0; c < nc; c += 8)
+                for (int k = 0; k < 8; k++) a[k] += wr[c + k] * xt[c + k];
+            y[t * ldy + i] += ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+        }
+    }
+}
+
+/* ---- parallel drivers --------------------------------------------------------------- */
+
+typedef struct qjob {
+    const lmc_qweight *w;
+    int64_t r0, r1;
+    const float *x;    /* [T, cols]; for T == 1 permuted as the kernel wants */
+    const float *gsum; /* [ngroups], T == 1 only */
+    int64_t T;
+    float *y;
+    int64_t ldy;
+    bool avx2;
+} qjob;
+
+static void matvec_body(void *ctx, int64_t b, int64_t e, int worker) {
+    const qjob *j = ctx;
+    (void)worker;
+    if (j->avx2)
+        quant_matvec_avx2(j->w, j->r0 + b, j->r0 + e, j->x, j->gsum, j->y + b);
+    else
+        matvec_generic(j->w, j->r0 + b, j->r0 + e, j->x, j->gsum, j->y + b);
+}
+
+/* Items are tiles of QUANT_TILE_ROWS rows. */
+static void matmul_body(void *ctx, int64_t b, int64_t e, int worker) {
+    const qjob *j = ctx;
+    (void)worker;
+    const lmc_qweight *w = j->w;
+    _Alignas(64) float buf[QUANT_TILE_ROWS * QUANT_CHUNK_COLS];
+    for (int64_t tile = b; tile < e; tile++) {
+        int64_t r = j->r0 + tile * QUANT_TILE_ROWS;
+        int nr = (int)(j->r1 - r < QUANT_TILE_ROWS ? j->r1 - r : QUANT_TILE_ROWS);
+        float *yt = j->y + (r - j->r0);
+        for (int64_t t = 0; t < j->T; t++)
+            for (int i = 0; i < nr; i++) yt[t * j->ldy + i] = 0.0f;
+        for (int64_t c0 = 0; c0 < w->cols; c0 += QUANT_CHUNK_COLS) {
+            int64_t nc = w->cols - c0 < QUANT_CHUNK_COLS ? w->cols - c0 : QUANT_CHUNK_COLS;
+            if (j->avx2) {
+                quant_dequant_tile_avx2(w, r, nr, c0, nc, buf);
+                quant_dense_tile_avx2(buf, nr, nc, j->x + c0, w->cols, j->T, yt, j->ldy);
+            } else {
+                for (int i = 0; i < nr; i++) dequant_range(w, r + i, c0, nc, buf + i * nc);
+                dense_tile_generic(buf, nr, nc, j->x + c0, w->cols, j->T, yt, j->ldy);
+            }
+        }
+    }
+}
+
+/* Rows per parallel chunk: enough work (~32K weights) to amortise the
+ * fork-join. */
+static int64_t row_grain(const lmc_qweight *w) {
+    int64_t g = 32768 / w->cols;
+    return g < 1 ? 1 : g;
+}
+
+void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x,
+                      int64_t T, float *y, int64_t ldy) {
+    if (T <= 0 || r1 <= r0) return;
+    qjob j = {.w = w, .r0 = r0, .r1 = r1, .x = x, .T = T, .y = y, .ldy = ldy,
+              .avx2 = quant_use_avx2()};
+    if (T > 1) {
+        int64_t tiles = (r1 - r0 + QUANT_TILE_ROWS - 1) / QUANT_TILE_ROWS;
+        int64_t grain = row_grain(w) / QUANT_TILE_ROWS;
+        lmc_parallel_for(tiles, grain < 1 ? 1 : grain, matmul_body, &j);
+        return;
+    }
+    /* One token: the group sums of x and, for kernels that read x in a
+     * permuted order, the permuted copy. Falls back to a token-at-a-time
+     * pass through the tile path if the scratch cannot be allocated. */
+    const int64_t cols = w->cols, ng = quant_groups(w);
+    const int *perm = quant_x_permutation(w->bits, j.avx2);
+    float *scratch = lmc_alloc_aligned(sizeof(float) * (size_t)(ng + (perm ? cols : 0)));
+    if (!scratch) {
+        j.T = 1;
+        int64_t tiles = (r1 - r0 + QUANT_TILE_ROWS - 1) / QUANT_TILE_ROWS;
+        lmc_parallel_for(tiles, 1, matmul_body, &j);
+        return;
+    }
+    float *gsum = scratch;
+    const int g = w->group_size;
+    for (int64_t k = 0; k < ng; k++) {
+        /* pairwise-ish: 8 partial sums, like the dot products */
+        float a[8] = {0};
+        for (int i = 0; i < g; i += 8)
+            for (int m = 0; m < 8; m++) a[m] += x[k * g + i + m];
+        gsum[k] = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+    }
+    if (perm) {
+        float *xp = scratch + ng;
+        for (int64_t c = 0; c < cols; c += QUANT_PERM_BLOCK)
+            for (int m = 0; m < QUANT_PERM_BLOCK; m++) xp[c + m] = x[c + perm[m]];
+        j.x = xp;
+    }
+    j.gsum = gsum;
+    lmc_parallel_for(r1 - r0, row_grain(w), matvec_body, &j);
+    lmc_free_aligned(scratch);
+}
+
+void lmc_qmatmul(const lmc_qweight *w, const float *x, int64_t T, float *y) {
+    lmc_qmatmul_rows(w, 0, w->rows, x, T, y, w->rows);
+}
+
+const int *quant_x_permutation(int bits, bool avx2) {
+    /* quant_matvec_avx2 for 4 bits widens 8 bytes to 32-bit lanes and splits
+     * them into low nibbles (even columns) and high nibbles (odd columns). */
+    static const int perm4[QUANT_PERM_BLOCK] = {0, 2, 4, 6, 8, 10, 12, 14,
+                                                1, 3, 5, 7, 9, 11, 13, 15};
+    return avx2 && bits == 4 ? perm4 : NULL;
+}

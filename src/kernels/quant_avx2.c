@@ -1,0 +1,339 @@
+/* AVX2/FMA/F16C kernels for MLX affine quantized weights (layout: see
+ * quant.h; dequantization w = scale*q + bias per group as in
+ * mlx/backend/cpu/quantized.cpp _qmm). Called only when quant_use_avx2().
+ *
+ * Unpacking:
+ * - 8 bits: vpmovzxbd of 8 bytes.
+ * - 4 bits (one-token kernel): vpmovzxbd of 8 bytes, then (b & 15) holds
+ *   columns 0,2,..,14 and (b >> 4) columns 1,3,..,15 of each block of 16; the
+ *   caller permutes x the same way (quant_x_permutation), once per call.
+ * - any bits (2..6; used for 2, 3, 5, 6 and for 4 in natural order): for 8
+ *   consecutive values, vpshufb brings the two bytes that hold value j
+ *   (bit offset bits*j) into lane j, vpsrlvd shifts by (bits*j) & 7, vpand
+ *   masks. 16 values span 2*bits <= 12 bytes, so one 16-byte load serves two
+ *   vectors; loads that would pass the end of the packed matrix go through a
+ *   zero-padded copy. */
+#include "kernels/quant_internal.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+#include <immintrin.h>
+
+#define REG_BARRIER(v) __asm__("" : "+x"(v))
+
+static inline float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* n scales from element `offset` of p (dtype dt) into out as f32. */
+static void load_scales(const void *p, lmc_dtype dt, int64_t offset, int64_t n, float *out) {
+    int64_t i = 0;
+    if (dt == LMC_DTYPE_F16) {
+        const uint16_t *s = (const uint16_t *)p + offset;
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+        for (; i < n; i++) out[i] = quant_f16_to_f32(s[i]);
+    } else if (dt == LMC_DTYPE_BF16) {
+        const uint16_t *s = (const uint16_t *)p + offset;
+        for (; i + 8 <= n; i += 8) {
+            __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
+            _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+        }
+        for (; i < n; i++) out[i] = quant_bf16_to_f32(s[i]);
+    } else {
+        memcpy(out, (const float *)p + offset, (size_t)n * sizeof(float));
+    }
+}
+
+/* ---- generic-bits unpacker ------------------------------------------------- */
+
+typedef struct gen_unpack {
+    __m256i shuf[2], shift[2], mask;
+    int bytes16; /* bytes that hold 16 values: 2*bits */
+} gen_unpack;
+
+/* vpshufb controls and vpsrlvd counts for value e of 16 (two vectors of 8):
+ * lane j of a vector takes bytes lo, lo+1 with lo = (bits*e) >> 3 and shifts
+ * right by (bits*e) & 7. The 16-byte source is broadcast to both 128-bit
+ * halves, so the in-half indices are the same. */
+#define GU_LO(b, e) (((e) * (b)) >> 3)
+#define GU_LANE(b, e) GU_LO(b, e), GU_LO(b, e) + 1, 0x80, 0x80
+#define GU_SHUF(b, e0)                                                                    \
+    { GU_LANE(b, e0), GU_LANE(b, e0 + 1), GU_LANE(b, e0 + 2), GU_LANE(b, e0 + 3),         \
+      GU_LANE(b, e0 + 4), GU_LANE(b, e0 + 5), GU_LANE(b, e0 + 6), GU_LANE(b, e0 + 7) }
+#define GU_SH(b, e) (((e) * (b)) & 7)
+#define GU_SHIFT(b, e0)                                                                   \
+    { GU_SH(b, e0), GU_SH(b, e0 + 1), GU_SH(b, e0 + 2), GU_SH(b, e0 + 3), GU_SH(b, e0 + 4), \
+      GU_SH(b, e0 + 5), GU_SH(b, e0 + 6), GU_SH(b, e0 + 7) }
+#define GU_BITS(b) [b] = {{GU_SHUF(b, 0), GU_SHUF(b, 8)}, {GU_SHIFT(b, 0), GU_SHIFT(b, 8)}}
+
+static const struct {
+    _Alignas(32) uint8_t shuf[2][32];
+    _Alignas(32) int32_t shift[2][8];
+} gen_tables[7] = {GU_BITS(2), GU_BITS(3), GU_BITS(4), GU_BITS(5), GU_BITS(6)};
+
+static void gen_unpack_init(gen_unpack *u, int bits) {
+    for (int h = 0; h < 2; h++) {
+        u->shuf[h] = _mm256_load_si256((const __m256i *)gen_tables[bits].shuf[h]);
+        u->shift[h] = _mm256_load_si256((const __m256i *)gen_tables[bits].shift[h]);
+    }
+    u->mask = _mm256_set1_epi32((1 << bits) - 1);
+    u->bytes16 = 2 * bits;
+}
+
+/* 16 values starting at byte p as two vectors of 8 floats (natural order). */
+static inline void gen_unpack16(const gen_unpack *u, const uint8_t *p, const uint8_t *end,
+                                __m256 *q0, __m256 *q1) {
+    __m256i v;
+    if (end - p >= 16) {
+        v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    } else {
+        uint8_t tmp[16] = {0};
+        memcpy(tmp, p, (size_t)u->bytes16);
+        v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tmp));
+    }
+    __m256i a = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, u->shuf[0]), u->shift[0]),
+                                 u->mask);
+    __m256i b = _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(v, u->shuf[1]), u->shift[1]),
+                                 u->mask);
+    *q0 = _mm256_cvtepi32_ps(a);
+    *q1 = _mm256_cvtepi32_ps(b);
+}
+
+static inline __m256 u8x8_to_ps(const uint8_t *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+/* ---- one token -------------------------------------------------------------- */
+
+#define SEG_GROUPS 64 /* scales converted per segment of a row */
+
+/* sum over groups [j0, j0+n) of s_j * dot(q_j, x_j) for one row, 4 bits,
+ * x permuted (quant_x_permutation): vpmovzxbd widens 8 bytes (16 values) to
+ * 32-bit lanes; the low nibbles are the even columns, the high nibbles (no
+ * mask needed after the shift) the odd ones. */
+static inline __m256 row_groups_q4(const uint8_t *p, const float *xp, const float *sc, int n,
+                                   int g) {
+    const __m256i m4 = _mm256_set1_epi32(0x0F);
+    __m256 tot = _mm256_setzero_ps();
+    for (int j = 0; j < n; j++) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+        for (int h = 0; h < g; h += 32) {
+            __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+            __m256i b1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8)));
+            a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b0, m4)), _mm256_loadu_ps(xp), a0);
+            a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b0, 4)), _mm256_loadu_ps(xp + 8), a1);
+            a2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b1, m4)), _mm256_loadu_ps(xp + 16), a2);
+            a3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(b1, 4)), _mm256_loadu_ps(xp + 24), a3);
+            p += 16;
+            xp += 32;
+        }
+        __m256 a = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+        tot = _mm256_fmadd_ps(a, _mm256_broadcast_ss(sc + j), tot);
+    }
+    return tot;
+}
+
+static inline __m256 row_groups_q8(const uint8_t *p, const float *x, const float *sc, int n,
+                                   int g) {
+    __m256 tot = _mm256_setzero_ps();
+    for (int j = 0; j < n; j++) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+        for (int h = 0; h < g; h += 32) {
+            a0 = _mm256_fmadd_ps(u8x8_to_ps(p), _mm256_loadu_ps(x), a0);
+            a1 = _mm256_fmadd_ps(u8x8_to_ps(p + 8), _mm256_loadu_ps(x + 8), a1);
+            a2 = _mm256_fmadd_ps(u8x8_to_ps(p + 16), _mm256_loadu_ps(x + 16), a2);
+            a3 = _mm256_fmadd_ps(u8x8_to_ps(p + 24), _mm256_loadu_ps(x + 24), a3);
+            p += 32;
+            x += 32;
+        }
+        __m256 a = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+        tot = _mm256_fmadd_ps(a, _mm256_broadcast_ss(sc + j), tot);
+    }
+    return tot;
+}
+
+static inline __m256 row_groups_gen(const gen_unpack *u, const uint8_t *p, const uint8_t *end,
+                                    const float *x, const float *sc, int n, int g) {
+    __m256 tot = _mm256_setzero_ps();
+    for (int j = 0; j < n; j++) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        for (int h = 0; h < g; h += 16) {
+            __m256 q0, q1;
+            gen_unpack16(u, p, end, &q0, &q1);
+            a0 = _mm256_fmadd_ps(q0, _mm256_loadu_ps(x), a0);
+            a1 = _mm256_fmadd_ps(q1, _mm256_loadu_ps(x + 8), a1);
+            p += u->bytes16;
+            x += 16;
+        }
+        tot = _mm256_fmadd_ps(_mm256_add_ps(a0, a1), _mm256_broadcast_ss(sc + j), tot);
+    }
+    return tot;
+}
+
+void quant_matvec_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const float *xp,
+                       const float *gsum, float *y) {
+    const int bits = w->bits, g = w->group_size;
+    const int64_t ng = quant_groups(w), row_bytes = quant_row_words(w) * 4;
+    const uint8_t *base = (const uint8_t *)w->packed;
+    const uint8_t *end = base + w->rows * row_bytes;
+    const int64_t gbytes = (int64_t)g * bits / 8;
+    gen_unpack u;
+    gen_unpack_init(&u, bits == 8 ? 4 : bits); /* unused for 8 bits */
+    _Alignas(32) float sc[SEG_GROUPS], bi[SEG_GROUPS];
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *rp = base + r * row_bytes;
+        __m256 tot = _mm256_setzero_ps(), btot = _mm256_setzero_ps();
+        float btail = 0.0f;
+        for (int64_t j0 = 0; j0 < ng; j0 += SEG_GROUPS) {
+            int n = (int)(ng - j0 < SEG_GROUPS ? ng - j0 : SEG_GROUPS);
+            load_scales(w->scales, w->scale_dtype, r * ng + j0, n, sc);
+            load_scales(w->biases, w->scale_dtype, r * ng + j0, n, bi);
+            const uint8_t *p = rp + j0 * gbytes;
+            const float *xs = xp + j0 * g;
+            if (bits == 4)
+                tot = _mm256_add_ps(tot, row_groups_q4(p, xs, sc, n, g));
+            else if (bits == 8)
+                tot = _mm256_add_ps(tot, row_groups_q8(p, xs, sc, n, g));
+            else
+                tot = _mm256_add_ps(tot, row_groups_gen(&u, p, end, xs, sc, n, g));
+            int j = 0;
+            for (; j + 8 <= n; j += 8)
+                btot = _mm256_fmadd_ps(_mm256_load_ps(bi + j), _mm256_loadu_ps(gsum + j0 + j), btot);
+            for (; j < n; j++) btail += bi[j] * gsum[j0 + j];
+        }
+        y[r - r0] = hsum256(tot) + (hsum256(btot) + btail);
+    }
+}
+
+/* ---- several tokens: dequantize a tile, then dense -------------------------------- */
+
+void quant_dequant_tile_avx2(const lmc_qweight *w, int64_t r0, int nr, int64_t c0, int64_t nc,
+                             float *buf) {
+    const int bits = w->bits, g = w->group_size;
+    const int64_t ng = quant_groups(w), row_bytes = quant_row_words(w) * 4;
+    const uint8_t *base = (const uint8_t *)w->packed;
+    const uint8_t *end = base + w->rows * row_bytes;
+    gen_unpack u;
+    gen_unpack_init(&u, bits == 8 ? 4 : bits); /* unused for 8 bits */
+    _Alignas(32) float sc[SEG_GROUPS], bi[SEG_GROUPS];
+    for (int i = 0; i < nr; i++) {
+        const int64_t r = r0 + i;
+        const uint8_t *rp = base + r * row_bytes;
+        float *out = buf + (int64_t)i * nc;
+        for (int64_t cs = c0; cs < c0 + nc; cs += (int64_t)SEG_GROUPS * g) {
+            int64_t cn = c0 + nc - cs < (int64_t)SEG_GROUPS * g ? c0 + nc - cs : (int64_t)SEG_GROUPS * g;
+            int n = (int)(cn / g);
+            load_scales(w->scales, w->scale_dtype, r * ng + cs / g, n, sc);
+            load_scales(w->biases, w->scale_dtype, r * ng + cs / g, n, bi);
+            for (int j = 0; j < n; j++) {
+                const int64_t c = cs + (int64_t)j * g;
+                const __m256 s = _mm256_broadcast_ss(sc + j), b = _mm256_broadcast_ss(bi + j);
+                float *o = out + (c - c0);
+                /* product and sum rounded separately (no FMA), as numpy/mlx in f32 */
+                if (bits == 8) {
+                    const uint8_t *p = rp + c;
+                    _mm_prefetch((const char *)((uintptr_t)p + QUANT_CHUNK_COLS), _MM_HINT_T0);
+                    _mm_prefetch((const char *)((uintptr_t)p + QUANT_CHUNK_COLS + 64), _MM_HINT_T0);
+                    for (int k = 0; k < g; k += 8)
+                        _mm256_storeu_ps(o + k, _mm256_add_ps(_mm256_mul_ps(u8x8_to_ps(p + k), s), b));
+                } else {
+                    const uint8_t *p = rp + c * bits / 8;
+                    /* the next chunk of this row: the tile walks 4 short streams */
+                    _mm_prefetch((const char *)((uintptr_t)p + QUANT_CHUNK_COLS * bits / 8), _MM_HINT_T0);
+                    for (int k = 0; k < g; k += 16, p += u.bytes16) {
+                        __m256 q0, q1;
+                        gen_unpack16(&u, p, end, &q0, &q1);
+                        _mm256_storeu_ps(o + k, _mm256_add_ps(_mm256_mul_ps(q0, s), b));
+                        _mm256_storeu_ps(o + k + 8, _mm256_add_ps(_mm256_mul_ps(q1, s), b));
+                    }
+                }
+            }
+        }
+    }
+}
+
+void quant_dense_tile_avx2(const float *buf, int nr, int64_t nc, const float *x, int64_t ldx,
+                           int64_t T, float *y, int64_t ldy) {
+    if (nr < QUANT_TILE_ROWS) {
+        /* rows past nr are not decoded: dot them one by one */
+        for (int64_t t = 0; t < T; t++)
+            for (int i = 0; i < nr; i++) {
+                __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+                const float *wr = buf + i * nc, *xt = x + t * ldx;
+                for (int64_t c = 0; c < nc; c += 16) {
+                    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(wr + c), _mm256_loadu_ps(xt + c), a0);
+                    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(wr + c + 8), _mm256_loadu_ps(xt + c + 8), a1);
+                }
+                y[t * ldy + i] += hsum256(_mm256_add_ps(a0, a1));
+            }
+        return;
+    }
+    const float *w0 = buf, *w1 = buf + nc, *w2 = buf + 2 * nc, *w3 = buf + 3 * nc;
+    int64_t t = 0;
+    for (; t + 2 <= T; t += 2) {
+        const float *xa = x + t * ldx, *xb = xa + ldx;
+        __m256 a00 = _mm256_setzero_ps(), a01 = _mm256_setzero_ps();
+        __m256 a10 = _mm256_setzero_ps(), a11 = _mm256_setzero_ps();
+        __m256 a20 = _mm256_setzero_ps(), a21 = _mm256_setzero_ps();
+        __m256 a30 = _mm256_setzero_ps(), a31 = _mm256_setzero_ps();
+        for (int64_t c = 0; c < nc; c += 8) {
+            __m256 x0 = _mm256_loadu_ps(xa + c), x1 = _mm256_loadu_ps(xb + c);
+            __m256 v0 = _mm256_load_ps(w0 + c), v1 = _mm256_load_ps(w1 + c);
+            __m256 v2 = _mm256_load_ps(w2 + c), v3 = _mm256_load_ps(w3 + c);
+            /* keep each weight vector in a register: otherwise the compiler
+             * folds it into both FMAs as a memory operand (two loads) */
+            REG_BARRIER(v0);
+            REG_BARRIER(v1);
+            REG_BARRIER(v2);
+            REG_BARRIER(v3);
+            a00 = _mm256_fmadd_ps(v0, x0, a00);
+            a01 = _mm256_fmadd_ps(v0, x1, a01);
+            a10 = _mm256_fmadd_ps(v1, x0, a10);
+            a11 = _mm256_fmadd_ps(v1, x1, a11);
+            a20 = _mm256_fmadd_ps(v2, x0, a20);
+            a21 = _mm256_fmadd_ps(v2, x1, a21);
+            a30 = _mm256_fmadd_ps(v3, x0, a30);
+            a31 = _mm256_fmadd_ps(v3, x1, a31);
+        }
+        float *ya = y + t * ldy, *yb = ya + ldy;
+        ya[0] += hsum256(a00), ya[1] += hsum256(a10), ya[2] += hsum256(a20), ya[3] += hsum256(a30);
+        yb[0] += hsum256(a01), yb[1] += hsum256(a11), yb[2] += hsum256(a21), yb[3] += hsum256(a31);
+    }
+    for (; t < T; t++) {
+        const float *xa = x + t * ldx;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+        for (int64_t c = 0; c < nc; c += 8) {
+            __m256 x0 = _mm256_loadu_ps(xa + c);
+            a0 = _mm256_fmadd_ps(_mm256_load_ps(w0 + c), x0, a0);
+            a1 = _mm256_fmadd_ps(_mm256_load_ps(w1 + c), x0, a1);
+            a2 = _mm256_fmadd_ps(_mm256_load_ps(w2 + c), x0, a2);
+            a3 = _mm256_fmadd_ps(_mm256_load_ps(w3 + c), x0, a3);
+        }
+        float *ya = y + t * ldy;
+        ya[0] += hsum256(a0), ya[1] += hsum256(a1), ya[2] += hsum256(a2), ya[3] += hsum256(a3);
+    }
+}
+
+#else /* no AVX2 at compile time: never called (quant_use_avx2 is false) */
+
+void quant_matvec_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const float *xp,
+                       const float *gsum, float *y) {
+    (void)w, (void)r0, (void)r1, (void)xp, (void)gsum, (void)y;
+}
+void quant_dequant_tile_avx2(const lmc_qweight *w, int64_t r0, int nr, int64_t c0, int64_t nc,
+                             float *buf) {
+    (void)w, (void)r0, (void)nr, (void)c0, (void)nc, (void)buf;
+}
+void quant_dense_tile_avx2(const float *buf, int nr, int64_t nc, const float *x, int64_t ldx,
+                           int64_t T, float *y, int64_t ldy) {
+    (void)buf, (void)nr, (void)nc, (void)x, (void)ldx, (void)T, (void)y, (void)ldy;
+}
+
+#endif

@@ -1,0 +1,110 @@
+/* Internal to the quantization kernels (quant.c, quant_avx2.c,
+ * quant_quantize.c): exact mlx dtype conversions and the SIMD entry points. */
+#ifndef LMC_KERNELS_QUANT_INTERNAL_H
+#define LMC_KERNELS_QUANT_INTERNAL_H
+
+#include "kernels/quant.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the MLX packed layout is read as little-endian bytes"
+#endif
+
+/* Columns of a row decoded at a time by the T > 1 (dequantize-then-dense)
+ * path; a multiple of every group size. */
+#define QUANT_CHUNK_COLS 512
+/* Rows decoded together by the T > 1 path. */
+#define QUANT_TILE_ROWS 4
+
+static inline uint32_t quant_f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float quant_bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* IEEE half -> float (exact). */
+static inline float quant_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    if (exp == 0x1f) return quant_bits_f32(sign | 0x7f800000 | (mant << 13));
+    if (exp == 0) {
+        /* zero or subnormal: mant * 2^-24 is exact in float */
+        float v = (float)mant * 5.9604644775390625e-08f;
+        return sign ? -v : v;
+    }
+    return quant_bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+/* float -> half as mlx's _MLX_Float16(float) (mlx/types/fp16.h, after
+ * Maratyszcza/FP16 fp16_ieee_from_fp32_value): round to nearest even,
+ * NaN -> sign | 0x7D00. The float additions do the rounding, so this must be
+ * compiled without excess precision (true for SSE/NEON). */
+static inline uint16_t quant_f32_to_f16(float x) {
+    uint32_t u = quant_f32_bits(x);
+    uint16_t sign16 = (uint16_t)((u & 0x80000000u) >> 16);
+    if (isnan(x)) return (uint16_t)(sign16 | 0x7D00);
+    uint32_t expo = u & 0x7f800000u;
+    if (expo < 0x38800000u) expo = 0x38800000u;
+    expo += 15u << 23;
+    float magic = quant_bits_f32(expo);
+    magic += (fabsf(x) * quant_bits_f32(0x77800000u)) * quant_bits_f32(0x08800000u);
+    uint32_t mb = quant_f32_bits(magic);
+    uint32_t e16 = (mb >> 13) & 0x7c00u;
+    uint32_t m16 = mb & 0x0fffu;
+    return (uint16_t)(sign16 | (e16 + m16));
+}
+
+static inline float quant_bf16_to_f32(uint16_t b) { return quant_bits_f32((uint32_t)b << 16); }
+
+/* float -> bfloat16 as mlx's _MLX_BFloat16(float) (mlx/types/bf16.h):
+ * round to nearest even on the bits, NaN -> 0x7FC0. */
+static inline uint16_t quant_f32_to_bf16(float x) {
+    if (isnan(x)) return 0x7FC0;
+    uint32_t u = quant_f32_bits(x);
+    u += ((u >> 16) & 1u) + 0x7FFFu;
+    return (uint16_t)(u >> 16);
+}
+
+/* Element g of a scales/biases array of dtype dt, as float. */
+static inline float quant_load_scale(const void *p, lmc_dtype dt, int64_t g) {
+    switch (dt) {
+    case LMC_DTYPE_F16: return quant_f16_to_f32(((const uint16_t *)p)[g]);
+    case LMC_DTYPE_BF16: return quant_bf16_to_f32(((const uint16_t *)p)[g]);
+    default: return ((const float *)p)[g];
+    }
+}
+
+static inline size_t quant_scale_size(lmc_dtype dt) { return dt == LMC_DTYPE_F32 ? 4 : 2; }
+
+/* Words of packed data per row. */
+static inline int64_t quant_row_words(const lmc_qweight *w) { return w->cols * w->bits / 32; }
+static inline int64_t quant_groups(const lmc_qweight *w) { return w->cols / w->group_size; }
+
+/* ---- AVX2 kernels (quant_avx2.c); call only when quant_use_avx2() ---- */
+bool quant_use_avx2(void);
+
+/* Matvec (one token) over rows [r0, r1): y[r - r0]. x is permuted as
+ * quant_x_permutation(bits) says (xp), gsum holds the per-group sums of x. */
+void quant_matvec_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const float *xp,
+                       const float *gsum, float *y);
+/* Dequantizes rows [r0, r0+nr) x columns [c0, c0+nc) into buf[i*nc + c]
+ * (scale*q + bias, no FMA). c0 and nc are multiples of group_size. */
+void quant_dequant_tile_avx2(const lmc_qweight *w, int64_t r0, int nr, int64_t c0, int64_t nc,
+                             float *buf);
+/* y[t*ldy + i] += dot(buf[i*nc ...], x[t*ldx + ...]) for i < nr (nr <= 4), t < T. */
+void quant_dense_tile_avx2(const float *buf, int nr, int64_t nc, const float *x, int64_t ldx,
+                           int64_t T, float *y, int64_t ldy);
+
+/* The order the T = 1 AVX2 kernel for `bits` reads x in: within each block of
+ * QUANT_PERM_BLOCK columns, xp[b + j] = x[b + perm[j]]. NULL = natural order. */
+#define QUANT_PERM_BLOCK 16
+const int *quant_x_permutation(int bits, bool avx2);
+
+#endif

@@ -1,0 +1,57 @@
+/* MixtralForCausalLM (transformers modeling_mixtral.py): the Mistral
+ * attention with a sparse MoE in place of the MLP (softmax router, top-k,
+ * renormalized). Experts load from HF per-expert tensors
+ * (block_sparse_moe.experts.N.w1/w3/w2) or mlx-lm's stacked switch_mlp. */
+#include "models/model.h"
+#include "nn/decoder.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static lmc_status mixtral_load(lmc_model *m) {
+    const lmc_model_config *c = &m->cfg;
+    const lmc_weights *w = &m->weights;
+    lmc_decoder *d = calloc(1, sizeof *d);
+    if (!d) return lmc_error(LMC_ERR_NOMEM, "out of memory");
+    m->impl = d;
+    lmc_status st = lmc_decoder_init(d, c);
+    if (st != LMC_OK) return st;
+    if ((st = lmc_decoder_bind_ends(d, w, 0.0f)) != LMC_OK) return st;
+    int64_t H = d->hidden, hd = d->head_dim, nh = d->n_heads, nkv = d->n_kv_heads;
+    int64_t E = lmc_json_int(c->json, "num_local_experts", 8, NULL);
+    int64_t K = lmc_json_int(c->json, "num_experts_per_tok", 2, NULL);
+    float eps = (float)c->rms_norm_eps;
+    static const char *const stacked[4] = {"switch_mlp", "gate_proj", "up_proj", "down_proj"};
+    static const char *const per_expert[3] = {"experts.%d.w1", "experts.%d.w3", "experts.%d.w2"};
+    for (int64_t i = 0; i < d->n_layers; i++) {
+        lmc_decoder_layer *y = &d->layers[i];
+        char p[256];
+#define BIND(lin, sub, in, out)                                                                    \
+    snprintf(p, sizeof p, "model.layers.%lld.%s", (long long)i, sub);                              \
+    if ((st = lmc_linear_bind(&y->lin, w, p, in, out, false)) != LMC_OK) return st
+        BIND(q, "self_attn.q_proj", H, nh * hd);
+        BIND(k, "self_attn.k_proj", H, nkv * hd);
+        BIND(v, "self_attn.v_proj", H, nkv * hd);
+        BIND(o, "self_attn.o_proj", nh * hd, H);
+#undef BIND
+        y->moe = calloc(1, sizeof *y->moe);
+        if (!y->moe) return lmc_error(LMC_ERR_NOMEM, "out of memory");
+        snprintf(p, sizeof p, "model.layers.%lld.block_sparse_moe", (long long)i);
+        st = lmc_moe_bind(y->moe, w, p, "gate", E, K, H, c->intermediate_size, stacked, per_expert);
+        if (st != LMC_OK) return st;
+        y->moe->norm_topk = true;
+        snprintf(p, sizeof p, "model.layers.%lld.input_layernorm", (long long)i);
+        if ((st = lmc_norm_bind(&y->attn_norm, w, p, H, eps, 0.0f, false)) != LMC_OK) return st;
+        snprintf(p, sizeof p, "model.layers.%lld.post_attention_layernorm", (long long)i);
+        if ((st = lmc_norm_bind(&y->mlp_norm, w, p, H, eps, 0.0f, false)) != LMC_OK) return st;
+    }
+    if (c->sliding_window > 0) lmc_decoder_set_sliding(d, c->sliding_window, true);
+    return LMC_OK;
+}
+
+static const lmc_config_defaults mixtral_defaults = {
+    .rms_norm_eps = 1e-5, .max_position_embeddings = 4096 * 32, .tie_word_embeddings = false,
+    .sliding_window = 0, .bos_token_id = 1, .eos_token_id = 2};
+
+const lmc_arch lmc_arch_mixtral = {"mixtral", &mixtral_defaults, mixtral_load,
+                                   lmc_decoder_model_free, lmc_decoder_model_forward};

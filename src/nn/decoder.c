@@ -1,0 +1,185 @@
+/* The shared decoder forward pass (transformers' *DecoderLayer.forward):
+ *   h = x + post_attn_norm(attn(attn_norm(x)))
+ *   out = h + post_mlp_norm(mlp(mlp_norm(h)))
+ * with optional pieces absent for plain Llama. */
+#include "nn/decoder.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+lmc_status lmc_decoder_init(lmc_decoder *d, const lmc_model_config *c) {
+    memset(d, 0, sizeof *d);
+    d->cfg = c;
+    d->n_layers = c->num_hidden_layers;
+    d->hidden = c->hidden_size;
+    d->n_heads = c->num_attention_heads;
+    d->n_kv_heads = c->num_key_value_heads;
+    d->head_dim = c->head_dim;
+    d->intermediate = c->intermediate_size;
+    d->vocab = c->vocab_size;
+    d->embed_scale = 1.0f;
+    d->layers = calloc((size_t)d->n_layers, sizeof *d->layers);
+    if (!d->layers) return lmc_error(LMC_ERR_NOMEM, "out of memory");
+    d->attn = (lmc_attention_params){.n_heads = d->n_heads, .n_kv_heads = d->n_kv_heads,
+                                     .head_dim = d->head_dim,
+                                     .scale = (float)(1.0 / sqrt((double)d->head_dim))};
+    lmc_status st = lmc_rope_init(&d->rope, &c->rope, d->head_dim, c->max_position_embeddings);
+    if (st != LMC_OK) return st;
+    for (int64_t i = 0; i < d->n_layers; i++) d->layers[i].rope = &d->rope;
+    return LMC_OK;
+}
+
+void lmc_decoder_free(lmc_decoder *d) {
+    for (int64_t i = 0; d->layers && i < d->n_layers; i++)
+        if (d->layers[i].moe) {
+            lmc_moe_free(d->layers[i].moe);
+            free(d->layers[i].moe);
+        }
+    free(d->layers);
+    lmc_rope_free(&d->rope);
+    lmc_rope_free(&d->rope_local);
+    memset(d, 0, sizeof *d);
+}
+
+lmc_status lmc_decoder_bind_ends(lmc_decoder *d, const lmc_weights *w, float norm_offset) {
+    const lmc_model_config *c = d->cfg;
+    lmc_status st = lmc_embedding_bind(&d->embed, w, "model.embed_tokens.weight", d->vocab, d->hidden);
+    if (st != LMC_OK) return st;
+    st = lmc_norm_bind(&d->final_norm, w, "model.norm", d->hidden, (float)c->rms_norm_eps,
+                       norm_offset, false);
+    if (st != LMC_OK) return st;
+    /* A tied model may still ship lm_head.weight; it is then the head. */
+    d->tied = c->tie_word_embeddings && !lmc_weights_find(w, "lm_head.weight");
+    if (!d->tied) return lmc_linear_bind(&d->lm_head, w, "lm_head", d->hidden, d->vocab, false);
+    return LMC_OK;
+}
+
+void lmc_decoder_set_sliding(lmc_decoder *d, int64_t window, bool all_sliding) {
+    const json_t *types = json_object_get(d->cfg->json, "layer_types");
+    for (int64_t i = 0; i < d->n_layers; i++) {
+        bool sliding = all_sliding;
+        if (json_is_array(types) && (int64_t)json_array_size(types) == d->n_layers) {
+            const char *t = json_string_value(json_array_get(types, (size_t)i));
+            sliding = t && !strcmp(t, "sliding_attention");
+        }
+        d->layers[i].sliding_window = sliding ? window : 0;
+    }
+}
+
+lmc_status lmc_decoder_bind_llama_layout(lmc_decoder *d, const lmc_weights *w, float norm_offset,
+                                         lmc_activation act, bool qkv_bias, bool o_bias) {
+    const lmc_model_config *c = d->cfg;
+    int64_t H = d->hidden, hd = d->head_dim, nh = d->n_heads, nkv = d->n_kv_heads,
+            I = d->intermediate;
+    float eps = (float)c->rms_norm_eps;
+    lmc_status st = lmc_decoder_bind_ends(d, w, norm_offset);
+    if (st != LMC_OK) return st;
+    for (int64_t i = 0; i < d->n_layers; i++) {
+        lmc_decoder_layer *y = &d->layers[i];
+        char p[256];
+#define BIND(lin, sub, in, out, bias)                                                              \
+    snprintf(p, sizeof p, "model.layers.%lld.%s", (long long)i, sub);                              \
+    if ((st = lmc_linear_bind(&y->lin, w, p, in, out, bias)) != LMC_OK) return st
+        BIND(q, "self_attn.q_proj", H, nh * hd, qkv_bias);
+        BIND(k, "self_attn.k_proj", H, nkv * hd, qkv_bias);
+        BIND(v, "self_attn.v_proj", H, nkv * hd, qkv_bias);
+        BIND(o, "self_attn.o_proj", nh * hd, H, o_bias);
+        BIND(mlp.gate, "mlp.gate_proj", H, I, c->mlp_bias);
+        BIND(mlp.up, "mlp.up_proj", H, I, c->mlp_bias);
+        BIND(mlp.down, "mlp.down_proj", I, H, c->mlp_bias);
+#undef BIND
+        y->mlp.gated = true;
+        y->mlp.act = act;
+        snprintf(p, sizeof p, "model.layers.%lld.input_layernorm", (long long)i);
+        if ((st = lmc_norm_bind(&y->attn_norm, w, p, H, eps, norm_offset, false)) != LMC_OK)
+            return st;
+        snprintf(p, sizeof p, "model.layers.%lld.post_attention_layernorm", (long long)i);
+        if ((st = lmc_norm_bind(&y->mlp_norm, w, p, H, eps, norm_offset, false)) != LMC_OK)
+            return st;
+    }
+    return LMC_OK;
+}
+
+/* Per-head norm over head_dim (qwen3/gemma3 q_norm, k_norm). */
+static void head_norm(const lmc_norm *n, float *x, int64_t T, int64_t heads, int64_t hd) {
+    if (!n->weight) return;
+    lmc_norm_forward(n, x, x, T * heads, hd);
+}
+
+static void add_into(float *x, const float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *tokens,
+                               int64_t T, bool all_positions, float *logits) {
+    int64_t H = d->hidden, hd = d->head_dim, nh = d->n_heads, nkv = d->n_kv_heads;
+    int64_t qd = nh * hd, kd = nkv * hd;
+    int64_t start = kv->length;
+    lmc_status st = lmc_kv_cache_reserve(kv, start + T);
+    if (st != LMC_OK) return st;
+    size_t n_floats = (size_t)(T * (3 * H + 2 * qd + 2 * kd + (qd + 2 * kd)));
+    float *buf = lmc_alloc_aligned(n_floats * sizeof(float));
+    int32_t *pos = malloc((size_t)T * sizeof *pos);
+    if (!buf || !pos) {
+        lmc_free_aligned(buf);
+        free(pos);
+        return lmc_error(LMC_ERR_NOMEM, "out of memory for %lld tokens", (long long)T);
+    }
+    float *x = buf, *xn = x + T * H, *tmp = xn + T * H, *q = tmp + T * H, *attn = q + T * qd;
+    float *k = attn + T * qd, *v = k + T * kd, *qkv = v + T * kd;
+    for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)(start + t);
+
+    lmc_embedding_lookup(&d->embed, tokens, T, x);
+    if (d->embed_scale != 1.0f)
+        for (int64_t i = 0; i < T * H; i++) x[i] *= d->embed_scale;
+    for (int64_t l = 0; l < d->n_layers && st == LMC_OK; l++) {
+        const lmc_decoder_layer *y = &d->layers[l];
+        lmc_norm_forward(&y->attn_norm, x, xn, T, H);
+        if (y->fused_qkv) {
+            lmc_linear_forward(&y->qkv, xn, T, qkv);
+            for (int64_t t = 0; t < T; t++) {
+                const float *row = qkv + t * (qd + 2 * kd);
+                memcpy(q + t * qd, row, (size_t)qd * sizeof(float));
+                memcpy(k + t * kd, row + qd, (size_t)kd * sizeof(float));
+                memcpy(v + t * kd, row + qd + kd, (size_t)kd * sizeof(float));
+            }
+        } else {
+            lmc_linear_forward(&y->q, xn, T, q);
+            lmc_linear_forward(&y->k, xn, T, k);
+            lmc_linear_forward(&y->v, xn, T, v);
+        }
+        head_norm(&y->q_norm, q, T, nh, hd);
+        head_norm(&y->k_norm, k, T, nkv, hd);
+        lmc_rope_apply(y->rope, q, T, nh, pos);
+        lmc_rope_apply(y->rope, k, T, nkv, pos);
+        lmc_kv_cache_store(kv, l, start, k, v, T);
+        lmc_attention_params ap = d->attn;
+        ap.sliding_window = y->sliding_window;
+        lmc_attention(&ap, kv, l, q, start, T, attn);
+        lmc_linear_forward(&y->o, attn, T, tmp);
+        if (y->post_attn_norm.weight) lmc_norm_forward(&y->post_attn_norm, tmp, tmp, T, H);
+        add_into(x, tmp, T * H);
+        lmc_norm_forward(&y->mlp_norm, x, xn, T, H);
+        if (y->moe) st = lmc_moe_forward(y->moe, xn, T, H, tmp);
+        else lmc_mlp_forward(&y->mlp, xn, T, tmp);
+        if (y->post_mlp_norm.weight) lmc_norm_forward(&y->post_mlp_norm, tmp, tmp, T, H);
+        add_into(x, tmp, T * H);
+    }
+    if (st == LMC_OK) {
+        kv->length = start + T;
+        if (logits) {
+            int64_t first = all_positions ? 0 : T - 1, rows = T - first;
+            lmc_norm_forward(&d->final_norm, x + first * H, xn, rows, H);
+            if (d->tied) lmc_embedding_as_linear(&d->embed, xn, rows, logits);
+            else lmc_linear_forward(&d->lm_head, xn, rows, logits);
+            if (d->final_softcap > 0)
+                for (int64_t i = 0; i < rows * d->vocab; i++)
+                    logits[i] = tanhf(logits[i] / d->final_softcap) * d->final_softcap;
+        }
+    }
+    lmc_free_aligned(buf);
+    free(pos);
+    return st;
+}

@@ -1,0 +1,61 @@
+/* Feed-forward blocks: SwiGLU / GeGLU (gated) and plain two-layer MLPs. */
+#include "nn/decoder.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void activate(lmc_activation act, float *x, int64_t n) {
+    switch (act) {
+    case LMC_ACT_SILU:
+        for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+        break;
+    case LMC_ACT_GELU_TANH: /* transformers GELUTanh / PytorchGELUTanh */
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+        }
+        break;
+    case LMC_ACT_GELU:
+        for (int64_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.7071067811865476f));
+        break;
+    }
+}
+
+void lmc_mlp_forward(const lmc_mlp *m, const float *x, int64_t T, float *y) {
+    int64_t I = m->down.in;
+    float *g = lmc_alloc_aligned((size_t)(T * I * 2) * sizeof(float));
+    if (!g) {
+        memset(y, 0, (size_t)(T * m->down.out) * sizeof(float));
+        return;
+    }
+    float *u = g + T * I;
+    if (!m->gated) {
+        lmc_linear_forward(&m->up, x, T, g);
+        activate(m->act, g, T * I);
+    } else if (m->fused_gate_up) {
+        /* gate_up_proj output per token: [gate (I) | up (I)] */
+        float *gu = u; /* reuse: T * 2I would not fit in u; compute into a fresh buffer */
+        float *both = lmc_alloc_aligned((size_t)(T * 2 * I) * sizeof(float));
+        if (!both) {
+            lmc_free_aligned(g);
+            memset(y, 0, (size_t)(T * m->down.out) * sizeof(float));
+            return;
+        }
+        lmc_linear_forward(&m->gate, x, T, both);
+        for (int64_t t = 0; t < T; t++) {
+            memcpy(g + t * I, both + t * 2 * I, (size_t)I * sizeof(float));
+            memcpy(gu + t * I, both + t * 2 * I + I, (size_t)I * sizeof(float));
+        }
+        lmc_free_aligned(both);
+        activate(m->act, g, T * I);
+        for (int64_t i = 0; i < T * I; i++) g[i] *= u[i];
+    } else {
+        lmc_linear_forward(&m->gate, x, T, g);
+        lmc_linear_forward(&m->up, x, T, u);
+        activate(m->act, g, T * I);
+        for (int64_t i = 0; i < T * I; i++) g[i] *= u[i];
+    }
+    lmc_linear_forward(&m->down, g, T, y);
+    lmc_free_aligned(g);
+}

@@ -1,0 +1,269 @@
+/* Bad input at run time and at the command line: token ids outside the
+ * vocabulary, more tokens than the session holds, NULL arguments, and the
+ * CLI given broken folders or bad options (exit non-zero, one line on
+ * stderr, no output file left). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "helpers/bad_input.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define FIXTURE LMC_SOURCE_DIR "/tests/fixtures/models/llama-f32"
+
+static lmc_model *g_model;
+
+static int load_model(void **state) {
+    (void)state;
+    return lmc_model_load(FIXTURE, &g_model) == LMC_OK ? 0 : -1;
+}
+
+static int free_model(void **state) {
+    (void)state;
+    lmc_model_free(g_model);
+    return 0;
+}
+
+/* ---- the library ---- */
+
+static void test_token_ids_out_of_range(void **state) {
+    (void)state;
+    lmc_session *s = NULL;
+    assert_int_equal(lmc_session_create(g_model, 16, &s), LMC_OK);
+    float logits[256];
+    int32_t neg[] = {1, -1, 3};
+    BI_EXPECT(lmc_session_forward(s, neg, 3, 0, logits), LMC_ERR_RANGE, "token id -1 at position 1",
+              "outside the vocabulary (0..255)");
+    int32_t big[] = {256};
+    BI_EXPECT(lmc_session_forward(s, big, 1, 0, logits), LMC_ERR_RANGE, "token id 256", "(0..255)");
+    int32_t huge[] = {5, INT32_MAX};
+    BI_EXPECT(lmc_session_forward(s, huge, 2, 1, NULL), LMC_ERR_RANGE, "2147483647");
+    /* Nothing was appended by the failed calls. */
+    assert_int_equal(lmc_session_position(s), 0);
+    int32_t ok[] = {0, 255};
+    assert_int_equal(lmc_session_forward(s, ok, 2, 0, logits), LMC_OK);
+    assert_int_equal(lmc_session_position(s), 2);
+    lmc_session_free(s);
+}
+
+static void test_context_exceeded(void **state) {
+    (void)state;
+    lmc_session *s = NULL;
+    assert_int_equal(lmc_session_create(g_model, 4, &s), LMC_OK);
+    int32_t t[5] = {1, 2, 3, 4, 5};
+    BI_EXPECT(lmc_session_forward(s, t, 5, 0, NULL), LMC_ERR_RANGE,
+              "5 tokens exceed the session's context of 4");
+    assert_int_equal(lmc_session_forward(s, t, 3, 0, NULL), LMC_OK);
+    BI_EXPECT(lmc_session_forward(s, t, 2, 0, NULL), LMC_ERR_RANGE, "5 tokens exceed", "of 4");
+    assert_int_equal(lmc_session_position(s), 3);
+    assert_int_equal(lmc_session_forward(s, t, 1, 0, NULL), LMC_OK);
+    lmc_session_reset(s);
+    assert_int_equal(lmc_session_forward(s, t, 4, 1, NULL), LMC_OK);
+    lmc_session_free(s);
+    /* The default context is max_position_embeddings (256 here). */
+    assert_int_equal(lmc_session_create(g_model, 0, &s), LMC_OK);
+    int32_t *many = calloc(257, sizeof *many);
+    BI_EXPECT(lmc_session_forward(s, many, 257, 0, NULL), LMC_ERR_RANGE, "context of 256");
+    free(many);
+    lmc_session_free(s);
+}
+
+static void test_null_arguments(void **state) {
+    (void)state;
+    lmc_model *m = (lmc_model *)1;
+    BI_EXPECT(lmc_model_load(NULL, &m), LMC_ERR_INVALID_ARG, "lmc_model_load", "dir");
+    assert_null(m);
+    BI_EXPECT(lmc_model_load(FIXTURE, NULL), LMC_ERR_INVALID_ARG, "lmc_model_load", "out");
+    lmc_session *s = (lmc_session *)1;
+    BI_EXPECT(lmc_session_create(NULL, 0, &s), LMC_ERR_INVALID_ARG, "lmc_session_create", "model");
+    assert_null(s);
+    BI_EXPECT(lmc_session_create(g_model, 0, NULL), LMC_ERR_INVALID_ARG, "lmc_session_create");
+    BI_EXPECT(lmc_session_create(g_model, -5, &s), LMC_ERR_INVALID_ARG, "max_tokens = -5");
+    assert_null(s);
+    assert_int_equal(lmc_session_create(g_model, 8, &s), LMC_OK);
+    int32_t t[1] = {1};
+    BI_EXPECT(lmc_session_forward(NULL, t, 1, 0, NULL), LMC_ERR_INVALID_ARG, "lmc_session_forward");
+    BI_EXPECT(lmc_session_forward(s, NULL, 1, 0, NULL), LMC_ERR_INVALID_ARG, "lmc_session_forward");
+    BI_EXPECT(lmc_session_forward(s, t, -1, 0, NULL), LMC_ERR_INVALID_ARG, "lmc_session_forward");
+    BI_EXPECT(lmc_session_forward(s, t, 0, 0, NULL), LMC_ERR_INVALID_ARG, "no tokens");
+    lmc_generate_params p;
+    lmc_generate_params_default(&p);
+    p.max_tokens = 2;
+    BI_EXPECT(lmc_generate(NULL, t, 1, &p, NULL, NULL, NULL), LMC_ERR_INVALID_ARG, "lmc_generate");
+    BI_EXPECT(lmc_generate(s, NULL, 1, &p, NULL, NULL, NULL), LMC_ERR_INVALID_ARG, "lmc_generate");
+    BI_EXPECT(lmc_generate(s, t, 0, &p, NULL, NULL, NULL), LMC_ERR_INVALID_ARG, "lmc_generate");
+    int32_t bad[2] = {1, 999};
+    BI_EXPECT(lmc_generate(s, bad, 2, &p, NULL, NULL, NULL), LMC_ERR_RANGE, "token id 999");
+    assert_int_equal(lmc_session_position(s), 0);
+    /* Generation that outgrows the session stops with a range error. */
+    p.max_tokens = 20;
+    p.temperature = 0;
+    p.ignore_eos = 1;
+    BI_EXPECT(lmc_generate(s, t, 1, &p, NULL, NULL, NULL), LMC_ERR_RANGE, "context of 8");
+    lmc_session_free(s);
+    lmc_session_free(NULL);
+    lmc_model_free(NULL);
+}
+
+/* Regression: the pool's workers exit when the thread count changes; their
+ * per-thread scratch (attention scores, converted rows) used to leak
+ * (LeakSanitizer in the -DLMC_SANITIZE=ON build). */
+static void test_thread_restart_frees_scratch(void **state) {
+    (void)state;
+    lmc_session *s = NULL;
+    assert_int_equal(lmc_session_create(g_model, 64, &s), LMC_OK);
+    int32_t t[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    for (int threads = 3; threads >= 1; threads--) {
+        lmc_set_num_threads(threads);
+        lmc_session_reset(s);
+        assert_int_equal(lmc_session_forward(s, t, 16, 1, NULL), LMC_OK);
+    }
+    lmc_set_num_threads(0);
+    lmc_session_free(s);
+}
+
+/* ---- the CLI ---- */
+
+typedef struct cli_case {
+    char *dir;
+    char *out; /* dir/logits.bin */
+} cli_case;
+
+static int setup_cli(void **state) {
+    cli_case *c = calloc(1, sizeof *c);
+    *state = c;
+    c->dir = bi_copy_fixture("llama-f32");
+    c->out = c->dir ? bi_path(c->dir, "logits.bin") : NULL;
+    return c->out ? 0 : -1;
+}
+
+static int teardown_cli(void **state) {
+    cli_case *c = *state;
+    bi_rmtree(c->dir);
+    free(c->dir);
+    free(c->out);
+    free(c);
+    return 0;
+}
+
+/* Runs the CLI; it must exit with a non-zero status (not a signal) and print
+ * exactly one line on stderr holding `want`. */
+static void expect_cli_fails(const char *args, const char *want) {
+    char *err = NULL;
+    int rc = bi_run_cli(args, &err);
+    if (rc <= 0) fail_msg("lmc %s: exit status %d (stderr: %s)", args, rc, err ? err : "");
+    assert_non_null(err);
+    if (bi_count_lines(err) != 1)
+        fail_msg("lmc %s: %d lines on stderr:\n%s", args, bi_count_lines(err), err);
+    if (want && !strstr(err, want)) fail_msg("lmc %s: stderr \"%s\" lacks \"%s\"", args, err, want);
+    free(err);
+}
+
+static void expect_logits_fail(cli_case *c, const char *tokens, const char *want) {
+    char *args =
+        lmc_sprintf("logits --model '%s' --tokens '%s' --out '%s'", c->dir, tokens, c->out);
+    expect_cli_fails(args, want);
+    free(args);
+    assert_int_equal(bi_file_size(c->dir, "logits.bin"), -1);
+}
+
+static void expect_generate_fail(cli_case *c, const char *tokens, const char *want) {
+    char *args = lmc_sprintf("generate --model '%s' --tokens '%s' --max-tokens 3 --temp 0 "
+                             "--print-ids",
+                             c->dir, tokens);
+    expect_cli_fails(args, want);
+    free(args);
+}
+
+static void test_cli_good_model(void **state) {
+    cli_case *c = *state;
+    char *args = lmc_sprintf("logits --model '%s' --tokens 1,2,3 --out '%s'", c->dir, c->out);
+    char *err = NULL;
+    assert_int_equal(bi_run_cli(args, &err), 0);
+    assert_string_equal(err, "");
+    assert_int_equal(bi_file_size(c->dir, "logits.bin"), 3 * 256 * 4);
+    free(err);
+    free(args);
+}
+
+static void test_cli_bad_arguments(void **state) {
+    cli_case *c = *state;
+    expect_logits_fail(c, "1,x", "--tokens");
+    expect_logits_fail(c, "", "--tokens");
+    expect_logits_fail(c, "1,99999999999", "--tokens");
+    expect_generate_fail(c, "1,x", "--tokens");
+    char *args = lmc_sprintf("logits --tokens 1,2 --out '%s'", c->out);
+    expect_cli_fails(args, "--model");
+    free(args);
+    assert_int_equal(bi_file_size(c->dir, "logits.bin"), -1);
+    expect_cli_fails("generate --tokens 1,2 --print-ids", "--model");
+    args = lmc_sprintf("logits --model '%s' --tokens 1 --out '%s' --bogus", c->dir, c->out);
+    expect_cli_fails(args, "unknown option '--bogus'");
+    free(args);
+    args = lmc_sprintf("generate --model '%s' --tokens 1 --print-ids --max-tokens -3", c->dir);
+    expect_cli_fails(args, "--max-tokens");
+    free(args);
+    args = lmc_sprintf("logits --model '%s' --tokens 1 --out", c->dir);
+    expect_cli_fails(args, "--out");
+    free(args);
+    args = lmc_sprintf("generate --model '%s' --tokens 1 --print-ids --temp", c->dir);
+    expect_cli_fails(args, "--temp");
+    free(args);
+}
+
+static void test_cli_ids_out_of_range(void **state) {
+    cli_case *c = *state;
+    expect_logits_fail(c, "1,256", "token id 256");
+    expect_logits_fail(c, "-1", "token id -1");
+    expect_generate_fail(c, "5,300", "token id 300");
+}
+
+static void test_cli_unwritable_out(void **state) {
+    cli_case *c = *state;
+    char *args =
+        lmc_sprintf("logits --model '%s' --tokens 1 --out '%s/no/such/dir/x.bin'", c->dir, c->dir);
+    expect_cli_fails(args, "cannot write the logits");
+    free(args);
+}
+
+static void test_cli_broken_folders(void **state) {
+    cli_case *c = *state;
+    /* A missing tensor. */
+    bi_tensor_edit e = {.name = "model.layers.1.mlp.down_proj.weight", .drop = true};
+    assert_true(bi_edit_tensor(c->dir, "model.safetensors", &e));
+    expect_logits_fail(c, "1,2", "missing tensor 'model.layers.1.mlp.down_proj.weight'");
+    expect_generate_fail(c, "1,2", "missing tensor 'model.layers.1.mlp.down_proj.weight'");
+    /* Truncated weights. */
+    assert_true(bi_truncate(c->dir, "model.safetensors", 100));
+    expect_logits_fail(c, "1,2", "model.safetensors: header length");
+    expect_generate_fail(c, "1,2", "model.safetensors: header length");
+    /* Bad config.json. */
+    assert_true(bi_write_str(c->dir, "config.json", "{\"model_type\": \"llama\",,}"));
+    expect_logits_fail(c, "1,2", "config.json: invalid JSON at line 1");
+    expect_generate_fail(c, "1,2", "config.json: invalid JSON at line 1");
+    assert_true(bi_write_str(c->dir, "config.json", "{\"model_type\": \"bert\"}"));
+    expect_logits_fail(c, "1", "model_type 'bert' is not supported");
+    /* No such folder. */
+    expect_cli_fails("logits --model /nonexistent/m --tokens 1 --out /tmp/lmc-never-written",
+                     "/nonexistent/m/config.json");
+}
+
+int main(void) {
+    const struct CMUnitTest lib_tests[] = {
+        cmocka_unit_test(test_token_ids_out_of_range),
+        cmocka_unit_test(test_context_exceeded),
+        cmocka_unit_test(test_null_arguments),
+        cmocka_unit_test(test_thread_restart_frees_scratch),
+    };
+    const struct CMUnitTest cli_tests[] = {
+#define C(f) cmocka_unit_test_setup_teardown(f, setup_cli, teardown_cli)
+        C(test_cli_good_model),     C(test_cli_bad_arguments),  C(test_cli_ids_out_of_range),
+        C(test_cli_unwritable_out), C(test_cli_broken_folders),
+#undef C
+    };
+    int failed = cmocka_run_group_tests(lib_tests, load_model, free_model);
+    return failed + cmocka_run_group_tests(cli_tests, NULL, NULL);
+}

@@ -1,0 +1,127 @@
+/* Dense kernels: conversions, dots and matmul on both kernel paths against
+ * double-precision references. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void test_f16_roundtrip_all(void **state) {
+    (void)state;
+    for (uint32_t h = 0; h < 65536; h++) {
+        uint16_t x = (uint16_t)h;
+        if ((x & 0x7c00) == 0x7c00 && (x & 0x3ff)) continue; /* NaN payloads */
+        float f = lmc_f16_to_f32(x);
+        assert_int_equal(lmc_f32_to_f16(f), x);
+    }
+    /* round to nearest even at the halfway point between 1 and 1+2^-10 */
+    assert_int_equal(lmc_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);
+    assert_int_equal(lmc_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);
+    assert_int_equal(lmc_f32_to_f16(65520.0f), 0x7c00); /* overflows to inf */
+    assert_true(lmc_f16_to_f32(0x0001) == 0x1p-24f);
+}
+
+static void test_bf16_rounding(void **state) {
+    (void)state;
+    assert_int_equal(lmc_f32_to_bf16(1.0f), 0x3f80);
+    float halfway;
+    uint32_t bits = 0x3f808000; /* exactly between 0x3f80 and 0x3f81: ties to even */
+    memcpy(&halfway, &bits, 4);
+    assert_int_equal(lmc_f32_to_bf16(halfway), 0x3f80);
+    bits = 0x3f818000;
+    memcpy(&halfway, &bits, 4);
+    assert_int_equal(lmc_f32_to_bf16(halfway), 0x3f82);
+    for (uint32_t b = 0; b < 65536; b += 7) {
+        uint16_t x = (uint16_t)b;
+        if ((x & 0x7f80) == 0x7f80 && (x & 0x7f)) continue;
+        assert_int_equal(lmc_f32_to_bf16(lmc_bf16_to_f32(x)), x);
+    }
+}
+
+static float frand(void) { return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f; }
+
+static void check_matmul(lmc_dtype dt, int64_t rows, int64_t cols, int64_t T) {
+    size_t es = lmc_dtype_size(dt);
+    uint8_t *w = malloc((size_t)(rows * cols) * es);
+    float *wf = malloc((size_t)(rows * cols) * sizeof(float));
+    float *x = malloc((size_t)(T * cols) * sizeof(float));
+    float *y = malloc((size_t)(T * rows) * sizeof(float));
+    for (int64_t i = 0; i < rows * cols; i++) wf[i] = frand();
+    lmc_convert_from_f32(dt, wf, w, rows * cols);
+    lmc_convert_to_f32(dt, w, wf, rows * cols); /* the exact values the kernel sees */
+    for (int64_t i = 0; i < T * cols; i++) x[i] = frand();
+    lmc_tensor t = {.name = "w", .dtype = dt, .ndim = 2, .shape = {rows, cols}, .data = w};
+    const lmc_kernel_table *paths[2] = {lmc_kernels_generic(), lmc_kernels_avx2()};
+    for (int p = 0; p < 2; p++) {
+        if (!paths[p]) continue;
+        lmc_kernels_use(paths[p]);
+        for (int threads = 1; threads <= 2; threads++) {
+            lmc_set_num_threads(threads);
+            memset(y, 0, (size_t)(T * rows) * sizeof(float));
+            assert_int_equal(lmc_matmul_dense(&t, x, T, y), LMC_OK);
+            for (int64_t tt = 0; tt < T; tt++)
+                for (int64_t r = 0; r < rows; r++) {
+                    double ref = 0, mag = 0;
+                    for (int64_t c = 0; c < cols; c++) {
+                        ref += (double)wf[r * cols + c] * x[tt * cols + c];
+                        mag += fabs((double)wf[r * cols + c] * x[tt * cols + c]);
+                    }
+                    double err = fabs(y[tt * rows + r] - ref);
+                    if (err > 1e-5 * mag + 1e-6)
+                        fail_msg("%s %s T=%lld r=%lld: %g vs %g", paths[p]->name,
+                                 lmc_dtype_name(dt), (long long)tt, (long long)r,
+                                 y[tt * rows + r], ref);
+                }
+        }
+    }
+    lmc_kernels_use(NULL);
+    lmc_set_num_threads(0);
+    free(w);
+    free(wf);
+    free(x);
+    free(y);
+}
+
+static void test_matmul_all_dtypes(void **state) {
+    (void)state;
+    const lmc_dtype dts[] = {LMC_DTYPE_F32, LMC_DTYPE_F16, LMC_DTYPE_BF16};
+    for (int d = 0; d < 3; d++) {
+        check_matmul(dts[d], 37, 67, 1);  /* odd sizes exercise the tails */
+        check_matmul(dts[d], 50, 128, 9); /* T > 1: blocked path with a token tail */
+        check_matmul(dts[d], 3, 8, 4);
+    }
+}
+
+static void test_rmsnorm_and_softmax(void **state) {
+    (void)state;
+    float x[6] = {1, -2, 3, 0.5f, 0.25f, -1};
+    float w[3] = {1, 2, 0.5f}, y[6];
+    lmc_tensor t = {.dtype = LMC_DTYPE_F32, .ndim = 1, .shape = {3}, .data = w};
+    lmc_rmsnorm(x, &t, 0.0f, 1e-6f, y, 2, 3);
+    double inv = 1.0 / sqrt((1 + 4 + 9) / 3.0 + 1e-6);
+    assert_float_equal(y[0], 1 * inv * 1, 1e-6);
+    assert_float_equal(y[1], -2 * inv * 2, 1e-6);
+    assert_float_equal(y[2], 3 * inv * 0.5, 1e-6);
+    lmc_rmsnorm(x, &t, 1.0f, 1e-6f, y, 2, 3); /* gemma's (1 + w) */
+    assert_float_equal(y[1], -2 * inv * 3, 1e-6);
+    float s[3] = {1000, 1001, 999};
+    lmc_softmax(s, 3);
+    double e0 = exp(-1.0), e2 = exp(-2.0), z = e0 + 1 + e2;
+    assert_float_equal(s[0], e0 / z, 1e-6);
+    assert_float_equal(s[1], 1 / z, 1e-6);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_f16_roundtrip_all),
+        cmocka_unit_test(test_bf16_rounding),
+        cmocka_unit_test(test_matmul_all_dtypes),
+        cmocka_unit_test(test_rmsnorm_and_softmax),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

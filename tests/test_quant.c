@@ -1,0 +1,455 @@
+/* MLX affine quantization: the quantizer against the numpy reference
+ * (tests/reference/mlx_quant.py, vectors from make_quant_vectors.py), the
+ * dequantization, lmc_qmatmul (generic and AVX2, one and several tokens,
+ * one and two threads) against a double-precision reference, and the checks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "kernels/quant.h"
+#include "kernels/quant_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- fixture reader ------------------------------------------------------- */
+
+typedef struct qcase {
+    uint32_t bits, group, dtype, variant, rows, cols, has_deq;
+    const float *w;
+    const uint32_t *packed;
+    const void *scales, *biases;
+    const float *deq;
+} qcase;
+
+static uint8_t *g_file;
+static qcase g_cases[128];
+static int g_ncases;
+
+static int load_vectors(void **state) {
+    (void)state;
+    const char *path = LMC_SOURCE_DIR "/tests/fixtures/quant/vectors.bin";
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        return -1;
+    }
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    g_file = malloc((size_t)size);
+    if (!g_file || fread(g_file, 1, (size_t)size, f) != (size_t)size) {
+        fclose(f);
+        return -1;
+    }
+    fclose(f);
+    if (size < 12 || memcmp(g_file, "LMCQVEC1", 8) != 0) return -1;
+    uint32_t count;
+    memcpy(&count, g_file + 8, 4);
+    size_t off = 12;
+    for (uint32_t i = 0; i < count && i < 128; i++) {
+        qcase *c = &g_cases[g_ncases++];
+        memcpy(&c->bits, g_file + off, 28);
+        off += 28;
+        size_t n = (size_t)c->rows * c->cols, ng = n / c->group;
+        size_t ss = c->dtype == LMC_DTYPE_F32 ? 4 : 2;
+        c->w = (const float *)(g_file + off), off += n * 4;
+        c->packed = (const uint32_t *)(g_file + off), off += n * c->bits / 8;
+        c->scales = g_file + off, off += ng * ss;
+        c->biases = g_file + off, off += ng * ss;
+        c->deq = c->has_deq ? (const float *)(g_file + off) : NULL;
+        if (c->has_deq) off += n * 4;
+        if (off > (size_t)size) return -1;
+    }
+    return g_ncases == (int)count ? 0 : -1;
+}
+
+static int free_vectors(void **state) {
+    (void)state;
+    free(g_file);
+    return 0;
+}
+
+static const char *dt_name(uint32_t dt) { return dt == LMC_DTYPE_F16 ? "f16" : dt == LMC_DTYPE_BF16 ? "bf16" : "f32"; }
+
+/* ---- bit identity with the numpy MLX quantizer --------------------------------------- */
+
+static void test_quantizer_matches_reference(void **state) {
+    (void)state;
+    assert_true(g_ncases > 0);
+    int mismatched = 0;
+    for (int i = 0; i < g_ncases; i++) {
+        const qcase *c = &g_cases[i];
+        size_t n = (size_t)c->rows * c->cols, ng = n / c->group;
+        size_t ss = c->dtype == LMC_DTYPE_F32 ? 4 : 2;
+        uint32_t *packed = malloc(n * c->bits / 8);
+        void *s = malloc(ng * ss), *b = malloc(ng * ss);
+        assert_int_equal(lmc_quantize_affine_ex(c->w, c->rows, c->cols, (int)c->bits, (int)c->group,
+                                                (lmc_dtype)c->dtype, (lmc_quant_variant)c->variant,
+                                                packed, s, b),
+                         LMC_OK);
+        bool okp = memcmp(packed, c->packed, n * c->bits / 8) == 0;
+        bool oks = memcmp(s, c->scales, ng * ss) == 0;
+        bool okb = memcmp(b, c->biases, ng * ss) == 0;
+        if (!okp || !oks || !okb) {
+            mismatched++;
+            printf("mismatch: bits %u group %u %s %s: packed %d scales %d biases %d\n", c->bits,
+                   c->group, dt_name(c->dtype), c->variant ? "gpu" : "cpu", okp, oks, okb);
+        }
+        free(packed), free(s), free(b);
+    }
+    assert_int_equal(mismatched, 0);
+}
+
+static void test_default_variant_is_cpu(void **state) {
+    (void)state;
+    for (int i = 0; i < g_ncases; i++) {
+        const qcase *c = &g_cases[i];
+        if (c->variant != 0) continue;
+        size_t n = (size_t)c->rows * c->cols, ng = n / c->group;
+        uint32_t *packed = malloc(n * c->bits / 8);
+        uint16_t *s = malloc(ng * 2), *b = malloc(ng * 2);
+        assert_int_equal(lmc_quantize_affine(c->w, c->rows, c->cols, (int)c->bits, (int)c->group,
+                                             (lmc_dtype)c->dtype, packed, s, b),
+                         LMC_OK);
+        assert_memory_equal(packed, c->packed, n * c->bits / 8);
+        assert_memory_equal(s, c->scales, ng * 2);
+        assert_memory_equal(b, c->biases, ng * 2);
+        free(packed), free(s), free(b);
+    }
+}
+
+static lmc_qweight case_weight(const qcase *c) {
+    lmc_qweight w = {.packed = c->packed, .scales = c->scales, .biases = c->biases,
+                     .scale_dtype = (lmc_dtype)c->dtype, .bits = (int)c->bits,
+                     .group_size = (int)c->group, .rows = c->rows, .cols = c->cols};
+    return w;
+}
+
+static void test_dequant_matches_reference(void **state) {
+    (void)state;
+    float *out = malloc(4096 * sizeof(float));
+    uint8_t *q = malloc(4096);
+    for (int simd = 0; simd < 2; simd++) {
+        lmc_quant_use_simd(simd);
+        for (int i = 0; i < g_ncases; i++) {
+            const qcase *c = &g_cases[i];
+            if (!c->deq) continue;
+            lmc_qweight w = case_weight(c);
+            assert_int_equal(lmc_qweight_check(&w, "case"), LMC_OK);
+            for (uint32_t r = 0; r < c->rows; r++) {
+                lmc_qdequant_row(&w, r, out);
+                if (memcmp(out, c->deq + (size_t)r * c->cols, c->cols * 4) != 0) {
+                    printf("dequant mismatch bits %u group %u %s row %u simd %d\n", c->bits,
+                           c->group, dt_name(c->dtype), r, simd);
+                    fail();
+                }
+                lmc_qunpack_row(&w, r, q);
+                for (uint32_t k = 0; k < c->cols; k++) {
+                    int64_t gi = (int64_t)r * (c->cols / c->group) + k / c->group;
+                    float s = quant_load_scale(c->scales, (lmc_dtype)c->dtype, gi);
+                    float b = quant_load_scale(c->biases, (lmc_dtype)c->dtype, gi);
+                    float p = s * (float)q[k];
+                    assert_true(p + b == c->deq[(size_t)r * c->cols + k]);
+                }
+            }
+        }
+    }
+    lmc_quant_use_simd(true);
+    free(out);
+    free(q);
+}
+
+/* ---- matmul against double precision -------------------------------------------- */
+
+static uint64_t g_rng = 88172645463325252ull;
+static double urand(void) {
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+    return (double)(g_rng >> 11) * (1.0 / 9007199254740992.0);
+}
+static float nrand(void) {
+    double u = urand() + 1e-12, v = urand();
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+typedef struct qmat {
+    lmc_qweight w;
+    uint32_t *packed;
+    void *scales, *biases;
+    double *deq; /* [rows, cols] from the stored scales/biases, in double */
+} qmat;
+
+static void qmat_make(qmat *m, int64_t rows, int64_t cols, int bits, int group, lmc_dtype dt) {
+    float *w = malloc(sizeof(float) * (size_t)(rows * cols));
+    for (int64_t i = 0; i < rows * cols; i++) w[i] = nrand() * 0.1f + (i % 7 == 0 ? 0.05f : 0.0f);
+    size_t ss = dt == LMC_DTYPE_F32 ? 4 : 2, ng = (size_t)(rows * cols / group);
+    /* exact sizes, so that a sanitizer build catches reads past the end */
+    m->packed = malloc((size_t)(rows * cols * bits / 8));
+    m->scales = malloc(ng * ss);
+    m->biases = malloc(ng * ss);
+    assert_int_equal(lmc_quantize_affine(w, rows, cols, bits, group, dt, m->packed, m->scales,
+                                         m->biases),
+                     LMC_OK);
+    lmc_qweight q = {.packed = m->packed, .scales = m->scales, .biases = m->biases,
+                     .scale_dtype = dt, .bits = bits, .group_size = group, .rows = rows,
+                     .cols = cols};
+    m->w = q;
+    assert_int_equal(lmc_qweight_check(&m->w, "m"), LMC_OK);
+    m->deq = malloc(sizeof(double) * (size_t)(rows * cols));
+    uint8_t *qv = malloc((size_t)cols);
+    for (int64_t r = 0; r < rows; r++) {
+        lmc_qunpack_row(&m->w, r, qv);
+        for (int64_t c = 0; c < cols; c++) {
+            int64_t g = r * (cols / group) + c / group;
+            m->deq[r * cols + c] = (double)quant_load_scale(m->scales, dt, g) * qv[c] +
+                                   (double)quant_load_scale(m->biases, dt, g);
+        }
+    }
+    free(qv);
+    free(w);
+}
+
+static void qmat_free(qmat *m) {
+    free(m->packed), free(m->scales), free(m->biases), free(m->deq);
+}
+
+/* |y - ref| <= tol * sum |x w| per output. */
+static int check_matmul(const qmat *m, const float *x, int64_t T, int64_t r0, int64_t r1,
+                        const float *y, int64_t ldy, double tol) {
+    int bad = 0;
+    const int64_t cols = m->w.cols;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t r = r0; r < r1; r++) {
+            double ref = 0, mag = 0;
+            for (int64_t c = 0; c < cols; c++) {
+                double p = (double)x[t * cols + c] * m->deq[r * cols + c];
+                ref += p;
+                mag += fabs(p);
+            }
+            double got = y[t * ldy + (r - r0)];
+            if (!(fabs(got - ref) <= tol * mag + 1e-30)) {
+                if (bad < 3)
+                    printf("  t %lld r %lld: got %.9g want %.9g (mag %.3g)\n", (long long)t,
+                           (long long)r, got, ref, mag);
+                bad++;
+            }
+        }
+    return bad;
+}
+
+static void test_qmatmul_matches_double(void **state) {
+    (void)state;
+    static const int bits_list[] = {2, 3, 4, 5, 6, 8};
+    static const int groups[] = {32, 64, 128};
+    static const int64_t Ts[] = {1, 2, 3, 5, 16};
+    static const lmc_dtype dts[] = {LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_F32};
+    int failures = 0, runs = 0;
+    for (int bi = 0; bi < 6; bi++)
+        for (int gi = 0; gi < 3; gi++) {
+            int bits = bits_list[bi], g = groups[gi];
+            lmc_dtype dt = dts[(bi + gi) % 3];
+            /* odd row counts; cols with a partial 512-column chunk */
+            int64_t rows = 1 + 2 * ((bi * 3 + gi) % 9) + 6, cols = (int64_t)g * (1 + (bi + gi) % 5);
+            if (bi == 2 && gi == 0) cols = 1152, rows = 13; /* several chunks, 4-bit g32 */
+            qmat m;
+            qmat_make(&m, rows, cols, bits, g, dt);
+            float *x = malloc(sizeof(float) * (size_t)(16 * cols));
+            float *y = malloc(sizeof(float) * (size_t)(16 * rows));
+            for (int64_t i = 0; i < 16 * cols; i++) x[i] = nrand();
+            for (int threads = 1; threads <= 2; threads++) {
+                lmc_set_num_threads(threads);
+                for (int simd = 0; simd < 2; simd++) {
+                    lmc_quant_use_simd(simd);
+                    for (int ti = 0; ti < 5; ti++) {
+                        memset(y, 0xff, sizeof(float) * (size_t)(16 * rows));
+                        lmc_qmatmul(&m.w, x, Ts[ti], y);
+                        int bad = check_matmul(&m, x, Ts[ti], 0, rows, y, rows, 2e-6);
+                        runs++;
+                        if (bad) {
+                            printf("qmatmul bits %d group %d %s rows %lld cols %lld T %lld simd %d "
+                                   "threads %d: %d bad\n",
+                                   bits, g, dt_name(dt), (long long)rows, (long long)cols,
+                                   (long long)Ts[ti], simd, threads, bad);
+                            failures++;
+                        }
+                    }
+                }
+            }
+            free(x), free(y);
+            qmat_free(&m);
+        }
+    lmc_set_num_threads(0);
+    lmc_quant_use_simd(true);
+    assert_true(runs > 0);
+    assert_int_equal(failures, 0);
+}
+
+static void test_qmatmul_rows_and_views(void **state) {
+    (void)state;
+    /* a stacked [E=3, 10, 256] 4-bit weight; expert 1 through a row view,
+     * and rows [3, 9) of it written with a wider ldy */
+    qmat m;
+    qmat_make(&m, 30, 256, 4, 64, LMC_DTYPE_F16);
+    float x[3 * 256], y[3 * 20];
+    for (int i = 0; i < 3 * 256; i++) x[i] = nrand();
+    for (int simd = 0; simd < 2; simd++) {
+        lmc_quant_use_simd(simd);
+        for (int64_t T = 1; T <= 3; T++) {
+            lmc_qweight e1 = lmc_qweight_rows(&m.w, 10, 10);
+            memset(y, 0, sizeof y);
+            lmc_qmatmul_rows(&e1, 3, 9, x, T, y, 20);
+            /* the reference for expert 1's rows 3..8 are rows 13..18 of m */
+            assert_int_equal(check_matmul(&m, x, T, 13, 19, y, 20, 2e-6), 0);
+            for (int64_t t = 0; t < T; t++)
+                for (int k = 6; k < 20; k++) assert_true(y[t * 20 + k] == 0.0f);
+        }
+    }
+    lmc_quant_use_simd(true);
+    assert_int_equal(lmc_qweight_nbytes(&m.w), 30 * 128 + 2 * 30 * 4 * 2);
+    qmat_free(&m);
+}
+
+/* ---- checks ------------------------------------------------------------------------ */
+
+static void test_qweight_check_rejects(void **state) {
+    (void)state;
+    uint32_t packed[64] = {0};
+    uint16_t s[8] = {0}, b[8] = {0};
+    lmc_qweight ok = {.packed = packed, .scales = s, .biases = b, .scale_dtype = LMC_DTYPE_F16,
+                      .bits = 4, .group_size = 64, .rows = 2, .cols = 128};
+    assert_int_equal(lmc_qweight_check(&ok, "w"), LMC_OK);
+    lmc_qweight w = ok;
+    w.bits = 7;
+    assert_int_equal(lmc_qweight_check(&w, "layer.q_proj"), LMC_ERR_UNSUPPORTED);
+    assert_non_null(strstr(lmc_last_error(), "layer.q_proj"));
+    assert_non_null(strstr(lmc_last_error(), "7-bit"));
+    w.bits = 1;
+    assert_int_equal(lmc_qweight_check(&w, NULL), LMC_ERR_UNSUPPORTED);
+    w.bits = 16;
+    assert_int_equal(lmc_qweight_check(&w, NULL), LMC_ERR_UNSUPPORTED);
+    w = ok, w.group_size = 16;
+    assert_int_equal(lmc_qweight_check(&w, NULL), LMC_ERR_UNSUPPORTED);
+    w = ok, w.group_size = 256;
+    assert_int_equal(lmc_qweight_check(&w, NULL), LMC_ERR_UNSUPPORTED);
+    w = ok, w.cols = 96; /* not a multiple of 64 */
+    assert_int_equal(lmc_qweight_check(&w, "x"), LMC_ERR_SHAPE);
+    assert_non_null(strstr(lmc_last_error(), "multiple of the group size"));
+    w = ok, w.rows = 0;
+    assert_int_equal(lmc_qweight_check(&w, NULL), LMC_ERR_SHAPE);
+    w = ok, w.scale_dtype = LMC_DTYPE_I32;
+    assert_int_equal(lmc_qweight_check(&w, NULL), LMC_ERR_UNSUPPORTED);
+    w = ok, w.scales = NULL;
+    assert_int_equal(lmc_qweight_check(&w, NULL), LMC_ERR_INVALID_ARG);
+    assert_int_equal(lmc_qweight_check(NULL, NULL), LMC_ERR_INVALID_ARG);
+}
+
+static lmc_tensor tensor2(lmc_dtype dt, int64_t a, int64_t b, const void *data, size_t esize) {
+    lmc_tensor t = {.name = "t", .dtype = dt, .ndim = 2, .shape = {a, b}, .data = data};
+    t.nbytes = (uint64_t)(a * b) * esize;
+    return t;
+}
+
+static void test_from_tensors(void **state) {
+    (void)state;
+    static uint32_t packed[3 * 2 * 64];
+    static uint16_t s[3 * 2 * 4], b[3 * 2 * 4];
+    /* 4-bit, g64, [2, 512]: packed [2, 64], scales [2, 8] */
+    lmc_tensor tw = tensor2(LMC_DTYPE_U32, 2, 64, packed, 4);
+    lmc_tensor ts = tensor2(LMC_DTYPE_F16, 2, 8, s, 2), tb = tensor2(LMC_DTYPE_F16, 2, 8, b, 2);
+    lmc_qweight q;
+    assert_int_equal(lmc_qweight_from_tensors(&tw, &ts, &tb, 4, 64, "lin", &q), LMC_OK);
+    assert_int_equal(q.rows, 2);
+    assert_int_equal(q.cols, 512);
+    /* the same tensors read as 8-bit or group 32: the widths disagree */
+    assert_int_equal(lmc_qweight_from_tensors(&tw, &ts, &tb, 8, 64, "lin", &q), LMC_ERR_SHAPE);
+    assert_non_null(strstr(lmc_last_error(), "packed width"));
+    assert_int_equal(lmc_qweight_from_tensors(&tw, &ts, &tb, 4, 32, "lin", &q), LMC_ERR_SHAPE);
+    assert_int_equal(lmc_qweight_from_tensors(&tw, &ts, &tb, 3, 64, "lin", &q), LMC_ERR_SHAPE);
+    assert_int_equal(lmc_qweight_from_tensors(&tw, &ts, &tb, 7, 64, "lin", &q), LMC_ERR_UNSUPPORTED);
+    /* 3-bit: 512 values = 48 words; scales [2, 8] */
+    lmc_tensor tw3 = tensor2(LMC_DTYPE_U32, 2, 48, packed, 4);
+    assert_int_equal(lmc_qweight_from_tensors(&tw3, &ts, &tb, 3, 64, "lin", &q), LMC_OK);
+    assert_int_equal(q.cols, 512);
+    /* packed width not a whole number of 5-bit values */
+    lmc_tensor tw63 = tensor2(LMC_DTYPE_U32, 2, 63, packed, 4); /* 63*32 % 5 != 0 */
+    assert_int_equal(lmc_qweight_from_tensors(&tw63, &ts, &tb, 5, 64, "lin", &q), LMC_ERR_SHAPE);
+    /* dtypes */
+    lmc_tensor bad = tw;
+    bad.dtype = LMC_DTYPE_F32;
+    assert_int_equal(lmc_qweight_from_tensors(&bad, &ts, &tb, 4, 64, "lin", &q), LMC_ERR_FORMAT);
+    lmc_tensor tbb = tb;
+    tbb.dtype = LMC_DTYPE_BF16;
+    assert_int_equal(lmc_qweight_from_tensors(&tw, &ts, &tbb, 4, 64, "lin", &q), LMC_ERR_FORMAT);
+    /* row mismatch */
+    lmc_tensor ts1 = tensor2(LMC_DTYPE_F16, 1, 8, s, 2);
+    assert_int_equal(lmc_qweight_from_tensors(&tw, &ts1, &ts1, 4, 64, "lin", &q), LMC_ERR_SHAPE);
+    /* short data */
+    lmc_tensor tshort = tw;
+    tshort.nbytes -= 4;
+    assert_int_equal(lmc_qweight_from_tensors(&tshort, &ts, &tb, 4, 64, "lin", &q), LMC_ERR_FORMAT);
+    /* stacked experts [3, 2, 64] fold into 6 rows */
+    lmc_tensor e = {.name = "e", .dtype = LMC_DTYPE_U32, .ndim = 3, .shape = {3, 2, 64},
+                    .data = packed, .nbytes = sizeof packed};
+    lmc_tensor es = {.name = "es", .dtype = LMC_DTYPE_F16, .ndim = 3, .shape = {3, 2, 4},
+                     .data = s, .nbytes = sizeof s};
+    lmc_tensor eb = es;
+    eb.data = b;
+    assert_int_equal(lmc_qweight_from_tensors(&e, &es, &eb, 4, 128, "experts", &q), LMC_OK);
+    assert_int_equal(q.rows, 6);
+    assert_int_equal(q.cols, 512);
+}
+
+static void test_quantize_rejects(void **state) {
+    (void)state;
+    float w[256] = {0};
+    uint32_t p[64];
+    uint16_t s[8], b[8];
+    assert_int_equal(lmc_quantize_affine(w, 2, 128, 7, 64, LMC_DTYPE_F16, p, s, b), LMC_ERR_UNSUPPORTED);
+    assert_int_equal(lmc_quantize_affine(w, 2, 128, 4, 48, LMC_DTYPE_F16, p, s, b), LMC_ERR_UNSUPPORTED);
+    assert_int_equal(lmc_quantize_affine(w, 4, 64, 4, 128, LMC_DTYPE_F16, p, s, b), LMC_ERR_SHAPE);
+    assert_int_equal(lmc_quantize_affine(w, 2, 128, 4, 64, LMC_DTYPE_U8, p, s, b), LMC_ERR_UNSUPPORTED);
+    assert_int_equal(lmc_quantize_affine(NULL, 2, 128, 4, 64, LMC_DTYPE_F16, p, s, b), LMC_ERR_INVALID_ARG);
+    /* an all-zero matrix: scale = -eps (f16 rounds it to -1.19e-7), bias 0, q 0 */
+    assert_int_equal(lmc_quantize_affine(w, 2, 128, 4, 64, LMC_DTYPE_F16, p, s, b), LMC_OK);
+    for (int i = 0; i < 32; i++) assert_int_equal(p[i], 0);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(b[i], 0);
+        assert_true(quant_f16_to_f32(s[i]) == quant_f16_to_f32(quant_f32_to_f16(-(float)1e-7)));
+    }
+}
+
+static void test_half_conversions(void **state) {
+    (void)state;
+    /* every half round-trips; f32 -> f16 rounds to nearest even */
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        float f = quant_f16_to_f32((uint16_t)h);
+        if (isnan(f)) continue;
+        assert_int_equal(quant_f32_to_f16(f), h);
+    }
+    assert_int_equal(quant_f32_to_f16(1.0f + 1.0f / 2048), 0x3C00);          /* tie -> even */
+    assert_int_equal(quant_f32_to_f16(1.0f + 3.0f / 2048), 0x3C02);          /* tie -> even */
+    assert_int_equal(quant_f32_to_f16(65520.0f), 0x7C00);                    /* overflow */
+    assert_int_equal(quant_f32_to_f16(1e-8f), 0x0000);                       /* underflow */
+    assert_int_equal(quant_f32_to_f16(3e-8f), 0x0001);                       /* > half min */
+    assert_int_equal(quant_f32_to_bf16(1.0f + 1.0f / 256), 0x3F80);
+    assert_int_equal(quant_f32_to_bf16(1.0f + 3.0f / 256), 0x3F82);
+    assert_int_equal(quant_f32_to_bf16(NAN), 0x7FC0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_half_conversions),
+        cmocka_unit_test(test_quantizer_matches_reference),
+        cmocka_unit_test(test_default_variant_is_cpu),
+        cmocka_unit_test(test_dequant_matches_reference),
+        cmocka_unit_test(test_qmatmul_matches_double),
+        cmocka_unit_test(test_qmatmul_rows_and_views),
+        cmocka_unit_test(test_qweight_check_rejects),
+        cmocka_unit_test(test_from_tensors),
+        cmocka_unit_test(test_quantize_rejects),
+    };
+    return cmocka_run_group_tests(tests, load_vectors, free_vectors);
+}

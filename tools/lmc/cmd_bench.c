@@ -1,0 +1,116 @@
+/* lmc bench --model DIR [--prompt-tokens N] [--gen-tokens N] [--reps R]
+ * Prompt (prefill) and generation (decode) speed in tokens/s, mean and
+ * standard deviation over repetitions, on random in-vocabulary prompts. */
+#include "cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void mean_sd(const double *v, int n, double *mean, double *sd) {
+    double s = 0, ss = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    *mean = s / n;
+    for (int i = 0; i < n; i++) ss += (v[i] - *mean) * (v[i] - *mean);
+    *sd = n > 1 ? sqrt(ss / (n - 1)) : 0;
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: lmc bench --model DIR [--prompt-tokens N] [--gen-tokens N] "
+                    "[--reps R] [--threads N]\n");
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *model_dir = NULL, *v;
+    long pp = 128, tg = 64, reps = 3, n;
+    for (int i = 1; i < argc; i++) {
+        if (cli_opt(argc, argv, &i, "--model", &v)) model_dir = v;
+        else if (cli_opt(argc, argv, &i, "--prompt-tokens", &v)) {
+            if (!v || !cli_parse_int(v, &pp) || pp < 1) return cli_fail("bench", "bad --prompt-tokens");
+        } else if (cli_opt(argc, argv, &i, "--gen-tokens", &v)) {
+            if (!v || !cli_parse_int(v, &tg) || tg < 1) return cli_fail("bench", "bad --gen-tokens");
+        } else if (cli_opt(argc, argv, &i, "--reps", &v)) {
+            if (!v || !cli_parse_int(v, &reps) || reps < 1 || reps > 1000)
+                return cli_fail("bench", "bad --reps");
+        } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
+            if (!v || !cli_parse_int(v, &n) || n < 0) return cli_fail("bench", "bad --threads");
+            lmc_set_num_threads((int)n);
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage();
+            return 0;
+        } else {
+            usage();
+            return cli_fail("bench", "unknown option '%s'", argv[i]);
+        }
+    }
+    if (!model_dir) {
+        usage();
+        return cli_fail("bench", "--model is required");
+    }
+    lmc_model *model = NULL;
+    lmc_session *sess = NULL;
+    double t_load = now();
+    lmc_status st = lmc_model_load(model_dir, &model);
+    if (st != LMC_OK) return cli_fail_status("bench", st);
+    t_load = now() - t_load;
+    lmc_model_info info;
+    lmc_model_get_info(model, &info);
+    st = lmc_session_create(model, (int32_t)(pp + tg + 1), &sess);
+    if (st != LMC_OK) {
+        lmc_model_free(model);
+        return cli_fail_status("bench", st);
+    }
+    int32_t *prompt = malloc((size_t)pp * sizeof *prompt);
+    float *logits = malloc((size_t)info.vocab_size * sizeof(float));
+    double *pp_rate = calloc((size_t)reps, sizeof(double)), *tg_rate = calloc((size_t)reps, sizeof(double));
+    srand(1234);
+    int rc = 0;
+    /* One untimed warm-up pass pages the weights in. */
+    for (long r = -1; r < reps && rc == 0; r++) {
+        for (long i = 0; i < pp; i++) prompt[i] = rand() % info.vocab_size;
+        lmc_session_reset(sess);
+        double t0 = now();
+        st = lmc_session_forward(sess, prompt, (int32_t)pp, 0, logits);
+        double t1 = now();
+        int32_t tok = prompt[pp - 1];
+        for (long i = 0; i < tg && st == LMC_OK; i++) {
+            st = lmc_session_forward(sess, &tok, 1, 0, logits);
+            tok = (tok * 7 + 3) % info.vocab_size;
+        }
+        double t2 = now();
+        if (st != LMC_OK) rc = cli_fail_status("bench", st);
+        if (r >= 0) {
+            pp_rate[r] = (double)pp / (t1 - t0);
+            tg_rate[r] = (double)tg / (t2 - t1);
+        }
+    }
+    if (rc == 0) {
+        double pm, ps, gm, gs;
+        mean_sd(pp_rate, (int)reps, &pm, &ps);
+        mean_sd(tg_rate, (int)reps, &gm, &gs);
+        printf("model: %s (%s, %d layers, hidden %d, vocab %d, %.1f MB of weights)\n", model_dir,
+               info.model_type, info.num_layers, info.hidden_size, info.vocab_size,
+               (double)info.weight_bytes / 1e6);
+        printf("threads: %d, load: %.3f s, repetitions: %ld\n", lmc_get_num_threads(), t_load, reps);
+        printf("prompt     %5ld tokens: %9.2f tokens/s  (sd %.2f)\n", pp, pm, ps);
+        printf("generation %5ld tokens: %9.2f tokens/s  (sd %.2f)\n", tg, gm, gs);
+        /* Decode reads (about) every weight once per token. */
+        printf("decode weight traffic: %.2f GB/s (%.1f MB per token)\n",
+               gm * (double)info.weight_bytes / 1e9, (double)info.weight_bytes / 1e6);
+    }
+    free(prompt);
+    free(logits);
+    free(pp_rate);
+    free(tg_rate);
+    lmc_session_free(sess);
+    lmc_model_free(model);
+    return rc;
+}
