@@ -180,6 +180,35 @@ static size_t count_entries(const char *s, size_t n) {
     return c;
 }
 
+#define META "\xE2\x96\x81" /* U+2581, SentencePiece's space */
+
+static void find_meta_boundaries(tok_bpe *bpe) {
+    bpe->split_meta = false;
+    bpe->n_meta_blockers = 0;
+    if ((bpe->prefix && *bpe->prefix) || (bpe->suffix && *bpe->suffix)) return;
+    if (tok_strtab_get(&bpe->vocab, META, 3) < 0) return;
+    const tok_strtab *v = &bpe->vocab;
+    for (size_t i = 0; i < v->n; i++) {
+        const char *s = v->pool.data + v->ents[i].off;
+        size_t n = v->ents[i].len;
+        for (const char *p = s + 1; p + 3 <= s + n && (p = memmem(p, (size_t)(s + n - p), META, 3));
+             p += 3) {
+            /* The character before this "▁". */
+            const char *q = p - 1;
+            while (q > s && ((uint8_t)*q & 0xC0) == 0x80) q--;
+            int32_t cp;
+            tok_utf8_decode(q, (size_t)(p - q), &cp);
+            if (cp == 0x2581) continue;
+            bool known = false;
+            for (int k = 0; k < bpe->n_meta_blockers; k++) known |= bpe->meta_blockers[k] == cp;
+            if (known) continue;
+            if (bpe->n_meta_blockers == 16) return; /* too many: keep words whole */
+            bpe->meta_blockers[bpe->n_meta_blockers++] = cp;
+        }
+    }
+    bpe->split_meta = true;
+}
+
 lmc_status tok_bpe_load(tok_bpe *bpe, const json_t *model, const tok_model_json *raw) {
     memset(bpe, 0, sizeof *bpe);
     bpe->unk_id = -1;
@@ -233,6 +262,7 @@ lmc_status tok_bpe_load(tok_bpe *bpe, const json_t *model, const tok_model_json 
         if (bpe->unk_id < 0)
             return lmc_error(LMC_ERR_FORMAT, "BPE: unk_token \"%s\" is not in the vocabulary", unk);
     }
+    find_meta_boundaries(bpe);
     for (int b = 0; b < 256; b++) {
         char name[8];
         snprintf(name, sizeof name, "<0x%02X>", b);
@@ -431,14 +461,9 @@ static lmc_status merge_all(const tok_bpe *bpe, tok_bpe_scratch *s, size_t ns) {
 #define CACHE_MAX_WORD 256
 #define CACHE_MAX_ENTRIES 200000
 
-lmc_status tok_bpe_encode_word(const tok_bpe *bpe, const char *w, size_t n, tok_bpe_scratch *s,
-                               int32_t **ids, size_t *n_ids, size_t *cap_ids) {
-    if (!n) return LMC_OK;
+static lmc_status encode_segment(const tok_bpe *bpe, const char *w, size_t n, tok_bpe_scratch *s,
+                                 int32_t **ids, size_t *n_ids, size_t *cap_ids) {
     lmc_status st;
-    if (bpe->ignore_merges) {
-        int32_t id = tok_strtab_get(&bpe->vocab, w, n);
-        if (id >= 0) return push_id(ids, n_ids, cap_ids, id);
-    }
     bool cacheable = n <= CACHE_MAX_WORD;
     if (cacheable) {
         int32_t at = tok_strtab_get(&s->cache, w, n);
@@ -473,4 +498,32 @@ lmc_status tok_bpe_encode_word(const tok_bpe *bpe, const char *w, size_t n, tok_
         if (tok_strtab_put(&s->cache, w, n, at) != LMC_OK) lmc_clear_error();
     }
     return LMC_OK;
+}
+
+lmc_status tok_bpe_encode_word(const tok_bpe *bpe, const char *w, size_t n, tok_bpe_scratch *s,
+                               int32_t **ids, size_t *n_ids, size_t *cap_ids) {
+    if (!n) return LMC_OK;
+    if (bpe->ignore_merges) {
+        int32_t id = tok_strtab_get(&bpe->vocab, w, n);
+        if (id >= 0) return push_id(ids, n_ids, cap_ids, id);
+    }
+    if (!bpe->split_meta) return encode_segment(bpe, w, n, s, ids, n_ids, cap_ids);
+    size_t start = 0;
+    int32_t prev = -1;
+    for (size_t i = 0; i < n;) {
+        int32_t cp;
+        size_t cl = tok_utf8_decode(w + i, n - i, &cp);
+        if (cp == 0x2581 && i > start && prev != 0x2581) {
+            bool blocked = false;
+            for (int k = 0; k < bpe->n_meta_blockers; k++) blocked |= bpe->meta_blockers[k] == prev;
+            if (!blocked) {
+                lmc_status st = encode_segment(bpe, w + start, i - start, s, ids, n_ids, cap_ids);
+                if (st != LMC_OK) return st;
+                start = i;
+            }
+        }
+        prev = cp;
+        i += cl;
+    }
+    return encode_segment(bpe, w + start, n - start, s, ids, n_ids, cap_ids);
 }

@@ -51,6 +51,19 @@ static bool is_byte_token(const lmc_tokenizer *tok, int32_t id) {
     return !memcmp(s, "<0x", 3) && s[5] == '>';
 }
 
+/* Whether the last token the decoder sees (ids without a token and skipped
+ * special tokens are dropped by decode) is a byte-fallback token. */
+static bool last_is_byte_token(const lmc_detokenizer *d) {
+    const lmc_tokenizer *tok = d->tok;
+    for (size_t i = d->n; i-- > 0;) {
+        int32_t id = d->ids[i];
+        if (id < 0 || id >= tok->n_ids || !tok->id_str[id]) continue;
+        if (d->skip_special && tok->id_special[id]) continue;
+        return is_byte_token(tok, id);
+    }
+    return false;
+}
+
 static bool ends_with_replacement(const tok_buf *b) {
     return b->len >= 3 && !memcmp(b->data + b->len - 3, "\xEF\xBF\xBD", 3);
 }
@@ -91,8 +104,7 @@ lmc_status lmc_detokenizer_push(lmc_detokenizer *d, int32_t id, const char **tex
     d->ids[d->n++] = id;
     lmc_status st = tok_decode_to_buf(d->tok, d->ids, d->n, d->skip_special, &d->full);
     if (st != LMC_OK) return st;
-    if (d->full.len <= d->prefix.len || ends_with_replacement(&d->full) ||
-        is_byte_token(d->tok, id))
+    if (d->full.len <= d->prefix.len || ends_with_replacement(&d->full) || last_is_byte_token(d))
         return LMC_OK;
     if ((st = emit_tail(d, text, len)) != LMC_OK) return st;
     /* Slide: the ids before the context are no longer needed. */

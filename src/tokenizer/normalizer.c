@@ -114,6 +114,10 @@ lmc_status tok_normalizer_load(const json_t *j, tok_normalizer **out) {
 }
 
 static lmc_status unicode_form(norm_kind k, const char *s, size_t len, tok_buf *out) {
+    /* ASCII is unchanged by every normalization form: skip utf8proc. */
+    size_t i = 0;
+    while (i < len && (uint8_t)s[i] < 0x80) i++;
+    if (i == len) return tok_buf_append(out, s, len);
     int opts = UTF8PROC_STABLE;
     if (k == NORM_NFC || k == NORM_NFKC)
         opts |= UTF8PROC_COMPOSE;

@@ -168,6 +168,12 @@ typedef struct tok_bpe {
     bool byte_fallback, fuse_unk, ignore_merges;
     char *prefix, *suffix; /* continuing_subword_prefix, end_of_word_suffix; NULL = None */
     int32_t byte_ids[256]; /* ids of <0xHH>, -1 when absent */
+    /* SentencePiece-style vocabularies: a word may be cut before each "▁"
+     * that follows a character other than "▁" and the blockers, because no
+     * token (hence no merge) spans such a boundary. */
+    bool split_meta;
+    int32_t meta_blockers[16];
+    int n_meta_blockers;
     int32_t max_id;
 } tok_bpe;
 
