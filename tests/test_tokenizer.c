@@ -447,6 +447,37 @@ static void test_wordpiece_decoder_and_bytes(void **state) {
     lmc_tokenizer_free(tok);
 }
 
+/* Regression (fuzzing): a Strip decoder with stop > 0 withholds the last
+ * token's trailing space; streaming must still give the full decode. */
+static void test_stream_strip_both_ends(void **state) {
+    (void)state;
+    const char *json = "{\"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": "
+                       "\"Replace\", \"pattern\": "
+                       "{\"String\": \"\\u2581\"}, \"content\": \" \"}, {\"type\": "
+                       "\"ByteFallback\"}, {\"type\": \"Fuse\"}, "
+                       "{\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 1}]},"
+                       "\"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"vocab\": "
+                       "{\"\\u2581\": 0, \"a\": 1, "
+                       "\"<0x41>\": 2, \"<0xCD>\": 3}, \"merges\": []}}";
+    lmc_tokenizer *tok = load_text(json);
+    if (!tok) fail_msg("%s", lmc_last_error());
+    const int32_t seqs[][8] = {{2, 0, 9, 0, 3, 3, 1, 0},
+                               {0, 0, 1, 0, 0, 0, 1, 0},
+                               {1, 0, 3, 0, 2, 0, 0, 1},
+                               {0, 2, 0, 0, 3, 9, 0, 0}};
+    for (size_t i = 0; i < sizeof seqs / sizeof seqs[0]; i++) {
+        char *full = NULL;
+        size_t len = 0, slen = 0;
+        assert_int_equal(lmc_tokenizer_decode(tok, seqs[i], 8, 0, &full, &len), LMC_OK);
+        char *streamed = stream_decode(tok, seqs[i], 8, 0, &slen);
+        if (slen != len || memcmp(streamed, full, len))
+            fail_msg("sequence %zu: streamed \"%s\" vs \"%s\"", i, streamed, full);
+        free(streamed);
+        lmc_free(full);
+    }
+    lmc_tokenizer_free(tok);
+}
+
 static void test_cli(void **state) {
     (void)state;
     char dir[512], cmd[2048];
@@ -477,6 +508,7 @@ int main(void) {
         cmocka_unit_test(test_synthetic_features),
         cmocka_unit_test(test_wordpiece_decoder_and_bytes),
         cmocka_unit_test(test_shared_models),
+        cmocka_unit_test(test_stream_strip_both_ends),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_qwen3),

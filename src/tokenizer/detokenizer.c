@@ -51,16 +51,19 @@ static bool is_byte_token(const lmc_tokenizer *tok, int32_t id) {
     return !memcmp(s, "<0x", 3) && s[5] == '>';
 }
 
+/* Whether decode keeps this id (it has a token and is not a skipped special). */
+static bool decodes(const lmc_detokenizer *d, int32_t id) {
+    const lmc_tokenizer *tok = d->tok;
+    if (id < 0 || id >= tok->n_ids || !tok->id_str[id]) return false;
+    return !(d->skip_special && tok->id_special[id]);
+}
+
 /* Whether the last token the decoder sees (ids without a token and skipped
  * special tokens are dropped by decode) is a byte-fallback token. */
 static bool last_is_byte_token(const lmc_detokenizer *d) {
     const lmc_tokenizer *tok = d->tok;
-    for (size_t i = d->n; i-- > 0;) {
-        int32_t id = d->ids[i];
-        if (id < 0 || id >= tok->n_ids || !tok->id_str[id]) continue;
-        if (d->skip_special && tok->id_special[id]) continue;
-        return is_byte_token(tok, id);
-    }
+    for (size_t i = d->n; i-- > 0;)
+        if (decodes(d, d->ids[i])) return is_byte_token(tok, d->ids[i]);
     return false;
 }
 
@@ -107,9 +110,18 @@ lmc_status lmc_detokenizer_push(lmc_detokenizer *d, int32_t id, const char **tex
     if (d->full.len <= d->prefix.len || ends_with_replacement(&d->full) || last_is_byte_token(d))
         return LMC_OK;
     if ((st = emit_tail(d, text, len)) != LMC_OK) return st;
-    /* Slide: the ids before the context are no longer needed. */
-    memmove(d->ids, d->ids + d->ctx, (d->n - d->ctx) * sizeof *d->ids);
-    d->n -= d->ctx;
+    /* Slide. HF keeps only the ids of this emission; we keep one more
+     * decoded token before them, so that the window never starts with a
+     * token whose text is still pending (a Strip decoder with stop > 0
+     * withholds the last token's trailing space until the next one comes). */
+    size_t keep = d->ctx;
+    for (size_t i = d->ctx; i-- > 0;)
+        if (decodes(d, d->ids[i])) {
+            keep = i;
+            break;
+        }
+    memmove(d->ids, d->ids + keep, (d->n - keep) * sizeof *d->ids);
+    d->n -= keep;
     d->ctx = d->n;
     return tok_decode_to_buf(d->tok, d->ids, d->n, d->skip_special, &d->prefix);
 }
