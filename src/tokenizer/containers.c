@@ -95,7 +95,7 @@ static lmc_status rehash(tok_strtab *t, size_t nslots) {
         const struct tok_strent *x = &t->ents[i];
         size_t j = x->hash & (nslots - 1);
         while (slots[j].ent >= 0) j = (j + 1) & (nslots - 1);
-        slots[j] = (struct tok_strslot){x->hash, x->len, x->off, (int32_t)i, {0}};
+        slots[j] = (struct tok_strslot){x->hash, x->len, x->off, (int32_t)i, x->id, {0}};
         if (x->len <= sizeof slots[j].inline_)
             memcpy(slots[j].inline_, t->pool.data + x->off, x->len);
     }
@@ -142,14 +142,14 @@ void tok_strtab_prefetch(const tok_strtab *t, uint32_t hash) {
 
 int32_t tok_strtab_get_hashed(const tok_strtab *t, const char *s, size_t n, uint32_t hash) {
     if (!t->nslots) return -1;
-    int32_t e = t->slots[find_slot(t, s, n, hash)].ent;
-    return e >= 0 ? t->ents[e].id : -1;
+    const struct tok_strslot *x = &t->slots[find_slot(t, s, n, hash)];
+    return x->ent >= 0 ? x->id : -1;
 }
 
 int32_t tok_strtab_get(const tok_strtab *t, const char *s, size_t n) {
     if (!t->nslots) return -1;
-    int32_t e = t->slots[find_slot(t, s, n, hash_bytes(s, n))].ent;
-    return e >= 0 ? t->ents[e].id : -1;
+    const struct tok_strslot *x = &t->slots[find_slot(t, s, n, hash_bytes(s, n))];
+    return x->ent >= 0 ? x->id : -1;
 }
 
 lmc_status tok_strtab_put(tok_strtab *t, const char *s, size_t n, int32_t id) {
@@ -162,6 +162,7 @@ lmc_status tok_strtab_put(tok_strtab *t, const char *s, size_t n, int32_t id) {
     size_t j = find_slot(t, s, n, h);
     if (t->slots[j].ent >= 0) {
         t->ents[t->slots[j].ent].id = id;
+        t->slots[j].id = id;
         return LMC_OK;
     }
     if (t->n == t->cap) {
@@ -174,7 +175,7 @@ lmc_status tok_strtab_put(tok_strtab *t, const char *s, size_t n, int32_t id) {
     uint32_t off = (uint32_t)t->pool.len;
     if ((st = tok_buf_append(&t->pool, s, n)) != LMC_OK) return st;
     t->ents[t->n] = (struct tok_strent){.off = off, .len = (uint32_t)n, .id = id, .hash = h};
-    t->slots[j] = (struct tok_strslot){h, (uint32_t)n, off, (int32_t)t->n, {0}};
+    t->slots[j] = (struct tok_strslot){h, (uint32_t)n, off, (int32_t)t->n, id, {0}};
     if (n <= sizeof t->slots[j].inline_) memcpy(t->slots[j].inline_, s, n);
     t->n++;
     return LMC_OK;

@@ -69,7 +69,8 @@ typedef struct tok_strtab {
     struct tok_strslot {
         uint32_t hash, len, off;
         int32_t ent;      /* entry index, -1 = empty */
-        char inline_[16]; /* the key when len <= 16: no trip to the pool */
+        int32_t id;       /* copy of ents[ent].id */
+        char inline_[12]; /* the key when len <= 12: no trip to the pool */
     } * slots;
     size_t nslots; /* power of two */
 } tok_strtab;
