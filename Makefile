@@ -27,6 +27,7 @@ build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: build
+	tests/tokenizers/fetch.sh $(BUILD)/tokenizers
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # The main job: generate from a shipped model.

@@ -140,7 +140,11 @@ lmc_status lmc_generate(lmc_session *session, const int32_t *prompt, int32_t n,
 
 typedef struct lmc_tokenizer lmc_tokenizer;
 
-/* Loads tokenizer.json (and tokenizer_config.json when present) from dir. */
+/* Loads dir/tokenizer.json (a BPE model; WordLevel, WordPiece and Unigram
+ * give LMC_ERR_UNSUPPORTED). Encoding follows tokenizer.json exactly as
+ * Hugging Face `tokenizers` does; tokenizer_config.json is not read.
+ * Errors: LMC_ERR_NOT_FOUND (no tokenizer.json), LMC_ERR_FORMAT (bad JSON,
+ * merges naming unknown tokens, ...), LMC_ERR_UNSUPPORTED. */
 lmc_status lmc_tokenizer_load(const char *dir, lmc_tokenizer **out);
 void lmc_tokenizer_free(lmc_tokenizer *tok);
 
@@ -149,17 +153,22 @@ enum {
     LMC_ENCODE_SPECIAL_AS_TEXT = 1u << 1, /* special-token text in input is plain text */
 };
 
-/* Encodes UTF-8 text; *ids (freed with lmc_free) gets *n_ids ids. */
+/* Encodes UTF-8 text; *ids (freed with lmc_free) gets *n_ids ids. Text that
+ * is not valid UTF-8 gives LMC_ERR_INVALID_ARG. Thread-safe on one tok. */
 lmc_status lmc_tokenizer_encode(const lmc_tokenizer *tok, const char *text, size_t len,
                                 unsigned flags, int32_t **ids, size_t *n_ids);
-/* Decodes ids to UTF-8 text; *text is NUL-terminated, freed with lmc_free. */
+/* Decodes ids to UTF-8 text; *text is NUL-terminated, freed with lmc_free.
+ * As HF, ids without a token are skipped, and with skip_special the special
+ * added tokens too; invalid UTF-8 from byte tokens becomes U+FFFD. */
 lmc_status lmc_tokenizer_decode(const lmc_tokenizer *tok, const int32_t *ids, size_t n_ids,
                                 int skip_special, char **text, size_t *len);
 int32_t lmc_tokenizer_vocab_size(const lmc_tokenizer *tok);
 /* Id of a token's exact text (added tokens included), or -1. */
 int32_t lmc_tokenizer_token_to_id(const lmc_tokenizer *tok, const char *token);
 
-/* Streaming detokenizer: feed ids one at a time, get complete UTF-8 only. */
+/* Streaming detokenizer: feed ids one at a time, get complete UTF-8 only.
+ * The concatenation of all pushes and the flush equals lmc_tokenizer_decode
+ * of all ids; work per id is bounded by a small window of recent ids. */
 typedef struct lmc_detokenizer lmc_detokenizer;
 lmc_status lmc_detokenizer_create(const lmc_tokenizer *tok, int skip_special,
                                   lmc_detokenizer **out);

@@ -1,0 +1,529 @@
+/* The BPE model: tokenizers/src/models/bpe/{model.rs,word.rs,serialization.rs}.
+ * Merge ranks live in an open-addressing table keyed by the (left, right) id
+ * pair; each word is merged with a binary heap over a linked list of symbols
+ * (Word::merge_all), so a word costs O(n log n) in its length. */
+#include "tok_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- merge table ------------------------------------------------------- */
+
+static inline uint64_t pair_key(int32_t a, int32_t b) {
+    return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+}
+
+static inline size_t pair_hash(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return (size_t)k;
+}
+
+static lmc_status merges_init(tok_merge_map *m, size_t n) {
+    size_t ns = 16;
+    while (ns < n * 2) ns *= 2;
+    m->slots = malloc(ns * sizeof *m->slots);
+    if (!m->slots) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
+    for (size_t j = 0; j < ns; j++) m->slots[j].key = UINT64_MAX;
+    m->nslots = ns;
+    m->n = 0;
+    return LMC_OK;
+}
+
+static void merges_insert(tok_merge_map *m, struct tok_merge_slot x) {
+    size_t mask = m->nslots - 1, j = pair_hash(x.key) & mask;
+    while (m->slots[j].key != UINT64_MAX && m->slots[j].key != x.key) j = (j + 1) & mask;
+    if (m->slots[j].key == UINT64_MAX) m->n++;
+    m->slots[j] = x;
+}
+
+/* HF collects the merges into a HashMap, so a repeated pair keeps the rank
+ * and result of its last occurrence. */
+static lmc_status merges_put(tok_merge_map *m, int32_t a, int32_t b, uint32_t rank, int32_t id) {
+    if ((m->n + 1) * 2 > m->nslots) {
+        tok_merge_map g = {0};
+        lmc_status st = merges_init(&g, m->nslots);
+        if (st != LMC_OK) return st;
+        for (size_t i = 0; i < m->nslots; i++)
+            if (m->slots[i].key != UINT64_MAX) merges_insert(&g, m->slots[i]);
+        free(m->slots);
+        *m = g;
+    }
+    merges_insert(m, (struct tok_merge_slot){pair_key(a, b), rank, id});
+    return LMC_OK;
+}
+
+static inline bool merges_get(const tok_merge_map *m, int32_t a, int32_t b, uint32_t *rank,
+                              int32_t *id) {
+    uint64_t k = pair_key(a, b);
+    size_t mask = m->nslots - 1, j = pair_hash(k) & mask;
+    for (;;) {
+        const struct tok_merge_slot *x = &m->slots[j];
+        if (x->key == k) {
+            *rank = x->rank;
+            *id = x->new_id;
+            return true;
+        }
+        if (x->key == UINT64_MAX) return false;
+        j = (j + 1) & mask;
+    }
+}
+
+/* ---- loading ----------------------------------------------------------- */
+
+static lmc_status vocab_entry(void *ctx, const char *key, size_t key_len, int64_t value) {
+    tok_bpe *bpe = ctx;
+    if (value < 0 || value >= INT32_MAX)
+        return lmc_error(LMC_ERR_FORMAT, "model.vocab: id %lld of \"%.*s\" is out of range",
+                         (long long)value, (int)(key_len > 40 ? 40 : key_len), key);
+    if ((int32_t)value > bpe->max_id) bpe->max_id = (int32_t)value;
+    return tok_strtab_put(&bpe->vocab, key, key_len, (int32_t)value);
+}
+
+/* Merges are resolved in batches: hash all keys, prefetch their slots, then
+ * look them up, so the cache misses of a batch overlap instead of adding up
+ * (the vocabulary table is far larger than the caches). */
+#define MERGE_BATCH 64
+
+typedef struct merge_item {
+    size_t index;
+    size_t off[3], len[3]; /* a, b, merged token, in the batch text */
+    uint32_t hash[3];
+    int32_t id[3];
+} merge_item;
+
+typedef struct merge_ctx {
+    tok_bpe *bpe;
+    size_t prefix_len;
+    tok_buf text;
+    merge_item items[MERGE_BATCH];
+    size_t n;
+} merge_ctx;
+
+static lmc_status missing(size_t index, const char *s, size_t n) {
+    return lmc_error(LMC_ERR_FORMAT, "merge %zu: token \"%.*s\" is not in the vocabulary",
+                     index + 1, (int)(n > 60 ? 60 : n), s);
+}
+
+static lmc_status merge_flush(merge_ctx *x) {
+    const tok_strtab *v = &x->bpe->vocab;
+    for (size_t i = 0; i < x->n; i++)
+        for (int k = 0; k < 3; k++) {
+            merge_item *m = &x->items[i];
+            m->hash[k] = tok_strtab_hash(x->text.data + m->off[k], m->len[k]);
+            tok_strtab_prefetch(v, m->hash[k]);
+        }
+    for (size_t i = 0; i < x->n; i++) {
+        merge_item *m = &x->items[i];
+        for (int k = 0; k < 3; k++) {
+            m->id[k] = tok_strtab_get_hashed(v, x->text.data + m->off[k], m->len[k], m->hash[k]);
+            if (m->id[k] < 0) return missing(m->index, x->text.data + m->off[k], m->len[k]);
+        }
+        __builtin_prefetch(&x->bpe->merges.slots[pair_hash(pair_key(m->id[0], m->id[1])) &
+                                                 (x->bpe->merges.nslots - 1)]);
+    }
+    for (size_t i = 0; i < x->n; i++) {
+        const merge_item *m = &x->items[i];
+        lmc_status st =
+            merges_put(&x->bpe->merges, m->id[0], m->id[1], (uint32_t)m->index, m->id[2]);
+        if (st != LMC_OK) return st;
+    }
+    x->n = 0;
+    tok_buf_clear(&x->text);
+    return LMC_OK;
+}
+
+static lmc_status merge_entry(void *vctx, size_t index, const char *a, size_t a_len, const char *b,
+                              size_t b_len) {
+    merge_ctx *x = vctx;
+    if (!b) /* HF Error::BadMerges(rank + 1) */
+        return lmc_error(LMC_ERR_FORMAT, "merge %zu: \"%.*s\" is not two tokens split by a space",
+                         index + 1, (int)(a_len > 60 ? 60 : a_len), a);
+    if (index >= UINT32_MAX) return lmc_error(LMC_ERR_LIMIT, "BPE: too many merges");
+    /* The merged token drops the right part's continuing_subword_prefix
+     * (BpeBuilder::build). */
+    if (b_len < x->prefix_len)
+        return lmc_error(LMC_ERR_FORMAT, "merge %zu: right part shorter than the subword prefix",
+                         index + 1);
+    merge_item *m = &x->items[x->n];
+    m->index = index;
+    size_t base = x->text.len;
+    lmc_status st = tok_buf_append(&x->text, a, a_len);
+    if (st == LMC_OK) st = tok_buf_append(&x->text, b, b_len);
+    if (st == LMC_OK) st = tok_buf_append(&x->text, a, a_len);
+    if (st == LMC_OK) st = tok_buf_append(&x->text, b + x->prefix_len, b_len - x->prefix_len);
+    if (st != LMC_OK) return st;
+    m->off[0] = base;
+    m->len[0] = a_len;
+    m->off[1] = base + a_len;
+    m->len[1] = b_len;
+    m->off[2] = base + a_len + b_len;
+    m->len[2] = a_len + b_len - x->prefix_len;
+    return ++x->n == MERGE_BATCH ? merge_flush(x) : LMC_OK;
+}
+
+static lmc_status opt_string(const json_t *model, const char *key, char **out) {
+    bool bad = false;
+    const char *s = lmc_json_string(model, key, NULL, &bad);
+    if (bad) return lmc_error(LMC_ERR_FORMAT, "model.%s must be a string or null", key);
+    *out = NULL;
+    if (s && !(*out = lmc_strdup(s))) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
+    return LMC_OK;
+}
+
+static size_t count_entries(const char *s, size_t n) {
+    /* A cheap over-estimate of the number of entries, to size tables once. */
+    size_t c = 1;
+    for (size_t i = 0; i < n; i++) c += s[i] == ',';
+    return c;
+}
+
+#define META "\xE2\x96\x81" /* U+2581, SentencePiece's space */
+
+static void find_meta_boundaries(tok_bpe *bpe) {
+    bpe->split_meta = false;
+    bpe->n_meta_blockers = 0;
+    if ((bpe->prefix && *bpe->prefix) || (bpe->suffix && *bpe->suffix)) return;
+    if (tok_strtab_get(&bpe->vocab, META, 3) < 0) return;
+    const tok_strtab *v = &bpe->vocab;
+    for (size_t i = 0; i < v->n; i++) {
+        const char *s = v->pool.data + v->ents[i].off;
+        size_t n = v->ents[i].len;
+        for (const char *p = s + 1; p + 3 <= s + n && (p = memmem(p, (size_t)(s + n - p), META, 3));
+             p += 3) {
+            /* The character before this "▁". */
+            const char *q = p - 1;
+            while (q > s && ((uint8_t)*q & 0xC0) == 0x80) q--;
+            int32_t cp;
+            tok_utf8_decode(q, (size_t)(p - q), &cp);
+            if (cp == 0x2581) continue;
+            bool known = false;
+            for (int k = 0; k < bpe->n_meta_blockers; k++) known |= bpe->meta_blockers[k] == cp;
+            if (known) continue;
+            if (bpe->n_meta_blockers == 16) return; /* too many: keep words whole */
+            bpe->meta_blockers[bpe->n_meta_blockers++] = cp;
+        }
+    }
+    bpe->split_meta = true;
+}
+
+lmc_status tok_bpe_load(tok_bpe *bpe, const json_t *model, const tok_model_json *raw) {
+    memset(bpe, 0, sizeof *bpe);
+    bpe->unk_id = -1;
+    bpe->max_id = -1;
+    for (int i = 0; i < 256; i++) bpe->byte_ids[i] = -1;
+    bool bad = false;
+    lmc_status st;
+    const json_t *dropout = json_object_get(model, "dropout");
+    if (dropout && !json_is_null(dropout) &&
+        !(json_is_number(dropout) && json_number_value(dropout) == 0.0))
+        return lmc_error(LMC_ERR_UNSUPPORTED, "BPE: dropout is not supported (must be null)");
+    bpe->byte_fallback = lmc_json_bool(model, "byte_fallback", false, &bad);
+    bpe->fuse_unk = lmc_json_bool(model, "fuse_unk", false, &bad);
+    bpe->ignore_merges = lmc_json_bool(model, "ignore_merges", false, &bad);
+    if (bad)
+        return lmc_error(LMC_ERR_FORMAT,
+                         "BPE: byte_fallback/fuse_unk/ignore_merges must be booleans");
+    if ((st = opt_string(model, "continuing_subword_prefix", &bpe->prefix)) != LMC_OK ||
+        (st = opt_string(model, "end_of_word_suffix", &bpe->suffix)) != LMC_OK)
+        return st;
+    if (!raw->vocab) return lmc_error(LMC_ERR_FORMAT, "BPE: model.vocab is missing");
+    if (!raw->merges) return lmc_error(LMC_ERR_FORMAT, "BPE: model.merges is missing");
+
+    size_t nv = count_entries(raw->vocab, raw->vocab_len);
+    if ((st = tok_strtab_reserve(&bpe->vocab, nv, raw->vocab_len)) != LMC_OK) return st;
+    double t0 = lmc_time_now();
+    if ((st = tok_json_scan_vocab(raw->vocab, raw->vocab_len, vocab_entry, bpe)) != LMC_OK)
+        return st;
+    double t1 = lmc_time_now();
+
+    if ((st = merges_init(&bpe->merges, count_entries(raw->merges, raw->merges_len))) != LMC_OK)
+        return st;
+    merge_ctx *mc = calloc(1, sizeof *mc);
+    if (!mc) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
+    mc->bpe = bpe;
+    mc->prefix_len = bpe->prefix ? strlen(bpe->prefix) : 0;
+    st = tok_json_scan_merges(raw->merges, raw->merges_len, merge_entry, mc);
+    if (st == LMC_OK) st = merge_flush(mc);
+    tok_buf_free(&mc->text);
+    free(mc);
+    if (st != LMC_OK) return lmc_error_prefix(st, "BPE");
+    lmc_log(LMC_LOG_DEBUG, "tokenizer: vocab %zu entries %.1f ms, merges %zu %.1f ms", bpe->vocab.n,
+            (t1 - t0) * 1e3, bpe->merges.n, (lmc_time_now() - t1) * 1e3);
+
+    const char *unk = lmc_json_string(model, "unk_token", NULL, &bad);
+    if (bad) return lmc_error(LMC_ERR_FORMAT, "BPE: unk_token must be a string or null");
+    if (unk) {
+        /* HF only fails when an unknown character needs the unk token; an
+         * unk token outside the vocabulary then raises UnkTokenOutOfVocabulary. */
+        bpe->unk_id = tok_strtab_get(&bpe->vocab, unk, strlen(unk));
+        if (bpe->unk_id < 0)
+            return lmc_error(LMC_ERR_FORMAT, "BPE: unk_token \"%s\" is not in the vocabulary", unk);
+    }
+    find_meta_boundaries(bpe);
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        bpe->byte_ids[b] = tok_strtab_get(&bpe->vocab, name, 6);
+    }
+    return LMC_OK;
+}
+
+void tok_bpe_free(tok_bpe *bpe) {
+    tok_strtab_free(&bpe->vocab);
+    free(bpe->merges.slots);
+    free(bpe->prefix);
+    free(bpe->suffix);
+    memset(bpe, 0, sizeof *bpe);
+}
+
+/* ---- encoding ---------------------------------------------------------- */
+
+void tok_bpe_scratch_free(tok_bpe_scratch *s) {
+    free(s->sym);
+    free(s->heap);
+    tok_buf_free(&s->tmp);
+    tok_strtab_free(&s->cache);
+    free(s->cache_ids);
+    memset(s, 0, sizeof *s);
+}
+
+static lmc_status push_id(int32_t **ids, size_t *n, size_t *cap, int32_t id) {
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 64;
+        int32_t *v = realloc(*ids, c * sizeof *v);
+        if (!v) return lmc_error(LMC_ERR_NOMEM, "tokenizer: out of memory (ids)");
+        *ids = v;
+        *cap = c;
+    }
+    (*ids)[(*n)++] = id;
+    return LMC_OK;
+}
+
+static inline bool heap_less(const struct tok_heap_item *a, const struct tok_heap_item *b) {
+    return a->rank != b->rank ? a->rank < b->rank : a->pos < b->pos;
+}
+
+static void heap_push(struct tok_heap_item *h, size_t *n, struct tok_heap_item x) {
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!heap_less(&x, &h[p])) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = x;
+}
+
+static struct tok_heap_item heap_pop(struct tok_heap_item *h, size_t *n) {
+    struct tok_heap_item top = h[0], x = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        if (l < *n && heap_less(&h[l], &x)) m = l;
+        if (l + 1 < *n && heap_less(&h[l + 1], m == i ? &x : &h[l])) m = l + 1;
+        if (m == i) break;
+        h[i] = h[m];
+        i = m;
+    }
+    if (*n) h[i] = x;
+    return top;
+}
+
+static lmc_status add_symbol(tok_bpe_scratch *s, size_t *ns, int32_t id, uint32_t len) {
+    if (*ns == s->sym_cap) {
+        size_t c = s->sym_cap ? s->sym_cap * 2 : 64;
+        void *v = realloc(s->sym, c * sizeof *s->sym);
+        if (!v) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
+        s->sym = v;
+        s->sym_cap = c;
+    }
+    int32_t i = (int32_t)*ns;
+    s->sym[i] = (struct tok_symbol){.id = id, .prev = i - 1, .next = i + 1, .len = len};
+    (*ns)++;
+    return LMC_OK;
+}
+
+/* BPE::merge_word: one symbol per character (with prefix/suffix), byte
+ * fallback or (fused) unk for characters outside the vocabulary. */
+static lmc_status split_chars(const tok_bpe *bpe, const char *w, size_t n, tok_bpe_scratch *s,
+                              size_t *ns) {
+    bool affix = (bpe->prefix && *bpe->prefix) || (bpe->suffix && *bpe->suffix);
+    int32_t unk = -1;
+    uint32_t unk_len = 0;
+    lmc_status st;
+    *ns = 0;
+    for (size_t i = 0; i < n;) {
+        int32_t cp;
+        size_t cl = tok_utf8_decode(w + i, n - i, &cp);
+        const char *key = w + i;
+        size_t key_len = cl;
+        if (affix) {
+            tok_buf_clear(&s->tmp);
+            if (i > 0 && bpe->prefix)
+                st = tok_buf_append(&s->tmp, bpe->prefix, strlen(bpe->prefix));
+            else
+                st = LMC_OK;
+            if (st == LMC_OK) st = tok_buf_append(&s->tmp, w + i, cl);
+            if (st == LMC_OK && i + cl == n && bpe->suffix)
+                st = tok_buf_append(&s->tmp, bpe->suffix, strlen(bpe->suffix));
+            if (st != LMC_OK) return st;
+            key = s->tmp.data;
+            key_len = s->tmp.len;
+        }
+        i += cl;
+        int32_t id = tok_strtab_get(&bpe->vocab, key, key_len);
+        if (id >= 0) {
+            if (unk >= 0 && (st = add_symbol(s, ns, unk, unk_len)) != LMC_OK) return st;
+            unk = -1;
+            if ((st = add_symbol(s, ns, id, (uint32_t)cl)) != LMC_OK) return st;
+            continue;
+        }
+        if (bpe->byte_fallback) {
+            bool all = true;
+            for (size_t k = 0; k < key_len; k++) all = all && bpe->byte_ids[(uint8_t)key[k]] >= 0;
+            if (all) {
+                /* HF adds the byte tokens without flushing a pending unk. */
+                for (size_t k = 0; k < key_len; k++)
+                    if ((st = add_symbol(s, ns, bpe->byte_ids[(uint8_t)key[k]], 1)) != LMC_OK)
+                        return st;
+                continue;
+            }
+        }
+        if (bpe->unk_id >= 0) {
+            if (unk >= 0 && bpe->fuse_unk) {
+                unk_len += (uint32_t)cl;
+            } else {
+                if (unk >= 0 && (st = add_symbol(s, ns, unk, unk_len)) != LMC_OK) return st;
+                unk = bpe->unk_id;
+                unk_len = (uint32_t)cl;
+            }
+        }
+        /* Without unk_token HF silently drops the character. */
+    }
+    if (unk >= 0 && (st = add_symbol(s, ns, unk, unk_len)) != LMC_OK) return st;
+    return LMC_OK;
+}
+
+/* Word::merge_all without dropout. */
+static lmc_status merge_all(const tok_bpe *bpe, tok_bpe_scratch *s, size_t ns) {
+    if (ns < 2) return LMC_OK;
+    if (s->heap_cap < ns * 2) {
+        void *v = realloc(s->heap, ns * 2 * sizeof *s->heap);
+        if (!v) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
+        s->heap = v;
+        s->heap_cap = ns * 2;
+    }
+    struct tok_symbol *sym = s->sym;
+    size_t hn = 0;
+    for (size_t i = 0; i + 1 < ns; i++) {
+        uint32_t rank;
+        int32_t id;
+        if (merges_get(&bpe->merges, sym[i].id, sym[i + 1].id, &rank, &id))
+            heap_push(s->heap, &hn, (struct tok_heap_item){rank, (uint32_t)i, id});
+    }
+    while (hn) {
+        struct tok_heap_item top = heap_pop(s->heap, &hn);
+        struct tok_symbol *cur = &sym[top.pos];
+        if (cur->len == 0 || cur->next < 0 || (size_t)cur->next >= ns) continue;
+        struct tok_symbol *right = &sym[cur->next];
+        uint32_t rank;
+        int32_t id;
+        /* Skip entries made stale by earlier merges. */
+        if (!merges_get(&bpe->merges, cur->id, right->id, &rank, &id) || id != top.new_id) continue;
+        cur->id = top.new_id;
+        cur->len += right->len;
+        cur->next = right->next;
+        right->len = 0;
+        if (cur->next >= 0 && (size_t)cur->next < ns) sym[cur->next].prev = (int32_t)top.pos;
+        /* Each merge removes one symbol and pushes at most two entries, so
+         * the heap never outgrows 2 * ns; keep the check anyway. */
+        if (hn + 2 > s->heap_cap) {
+            size_t c = s->heap_cap * 2;
+            void *v = realloc(s->heap, c * sizeof *s->heap);
+            if (!v) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
+            s->heap = v;
+            s->heap_cap = c;
+            sym = s->sym;
+            cur = &sym[top.pos];
+        }
+        if (cur->prev >= 0 && merges_get(&bpe->merges, sym[cur->prev].id, cur->id, &rank, &id))
+            heap_push(s->heap, &hn, (struct tok_heap_item){rank, (uint32_t)cur->prev, id});
+        if (cur->next >= 0 && (size_t)cur->next < ns &&
+            merges_get(&bpe->merges, cur->id, sym[cur->next].id, &rank, &id))
+            heap_push(s->heap, &hn, (struct tok_heap_item){rank, top.pos, id});
+    }
+    return LMC_OK;
+}
+
+#define CACHE_MAX_WORD 256
+#define CACHE_MAX_ENTRIES 200000
+
+static lmc_status encode_segment(const tok_bpe *bpe, const char *w, size_t n, tok_bpe_scratch *s,
+                                 int32_t **ids, size_t *n_ids, size_t *cap_ids) {
+    lmc_status st;
+    bool cacheable = n <= CACHE_MAX_WORD;
+    if (cacheable) {
+        int32_t at = tok_strtab_get(&s->cache, w, n);
+        if (at >= 0) {
+            int32_t len = s->cache_ids[at];
+            for (int32_t k = 0; k < len; k++)
+                if ((st = push_id(ids, n_ids, cap_ids, s->cache_ids[at + 1 + k])) != LMC_OK)
+                    return st;
+            return LMC_OK;
+        }
+    }
+    size_t ns;
+    if ((st = split_chars(bpe, w, n, s, &ns)) != LMC_OK) return st;
+    if ((st = merge_all(bpe, s, ns)) != LMC_OK) return st;
+    size_t first = *n_ids;
+    for (size_t i = 0; i < ns; i++)
+        if (s->sym[i].len && (st = push_id(ids, n_ids, cap_ids, s->sym[i].id)) != LMC_OK) return st;
+    if (cacheable && s->cache.n < CACHE_MAX_ENTRIES && s->cache_ids_len < INT32_MAX / 2) {
+        size_t k = *n_ids - first;
+        if (s->cache_ids_len + k + 1 > s->cache_ids_cap) {
+            size_t c = s->cache_ids_cap ? s->cache_ids_cap * 2 : 1024;
+            while (c < s->cache_ids_len + k + 1) c *= 2;
+            int32_t *v = realloc(s->cache_ids, c * sizeof *v);
+            if (!v) return LMC_OK; /* the cache is optional */
+            s->cache_ids = v;
+            s->cache_ids_cap = c;
+        }
+        int32_t at = (int32_t)s->cache_ids_len;
+        s->cache_ids[s->cache_ids_len++] = (int32_t)k;
+        memcpy(s->cache_ids + s->cache_ids_len, *ids + first, k * sizeof(int32_t));
+        s->cache_ids_len += k;
+        if (tok_strtab_put(&s->cache, w, n, at) != LMC_OK) lmc_clear_error();
+    }
+    return LMC_OK;
+}
+
+lmc_status tok_bpe_encode_word(const tok_bpe *bpe, const char *w, size_t n, tok_bpe_scratch *s,
+                               int32_t **ids, size_t *n_ids, size_t *cap_ids) {
+    if (!n) return LMC_OK;
+    if (bpe->ignore_merges) {
+        int32_t id = tok_strtab_get(&bpe->vocab, w, n);
+        if (id >= 0) return push_id(ids, n_ids, cap_ids, id);
+    }
+    if (!bpe->split_meta) return encode_segment(bpe, w, n, s, ids, n_ids, cap_ids);
+    size_t start = 0;
+    int32_t prev = -1;
+    for (size_t i = 0; i < n;) {
+        int32_t cp;
+        size_t cl = tok_utf8_decode(w + i, n - i, &cp);
+        if (cp == 0x2581 && i > start && prev != 0x2581) {
+            bool blocked = false;
+            for (int k = 0; k < bpe->n_meta_blockers; k++) blocked |= bpe->meta_blockers[k] == prev;
+            if (!blocked) {
+                lmc_status st = encode_segment(bpe, w + start, i - start, s, ids, n_ids, cap_ids);
+                if (st != LMC_OK) return st;
+                start = i;
+            }
+        }
+        prev = cp;
+        i += cl;
+    }
+    return encode_segment(bpe, w + start, n - start, s, ids, n_ids, cap_ids);
+}
