@@ -23,6 +23,17 @@ lmc_status lmc_bind_linear(lmc_binder *b, lmc_linear *l, const char *module, int
 /* prefix + module as RMSNorm, or LayerNorm (weight and bias) when layer_norm. */
 lmc_status lmc_bind_norm(lmc_binder *b, lmc_norm *n, const char *module, int64_t dim, float eps,
                          float offset, bool layer_norm);
+/* The usual attention projections under prefix: self_attn.{q,k,v,o}_proj. */
+lmc_status lmc_bind_attention(lmc_binder *b, lmc_decoder_layer *y, int64_t hidden, int64_t n_heads,
+                              int64_t n_kv_heads, int64_t head_dim, bool qkv_bias, bool o_bias);
+/* A gated MLP under prefix: mlp.{gate,up,down}_proj, activation act. */
+lmc_status lmc_bind_gated_mlp(lmc_binder *b, lmc_mlp *m, int64_t hidden, int64_t inter, bool bias,
+                              lmc_activation act);
+/* Gemma 2/3's four (1 + w) norms around attention and the MLP:
+ * input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
+ * post_feedforward_layernorm. */
+lmc_status lmc_bind_sandwich_norms(lmc_binder *b, lmc_decoder_layer *y, int64_t hidden, float eps);
+
 /* When st is LMC_ERR_NOT_FOUND, prefixes the error (which names the missing
  * tensor and what the file holds under its module) with
  * "<arch> expects '<prefix><module>' with <expected>". Returns st. */

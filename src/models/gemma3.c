@@ -89,25 +89,12 @@ static lmc_status gemma3_load(lmc_model *m) {
         char p[64];
         snprintf(p, sizeof p, "model.layers.%lld.", (long long)i);
         lmc_binder_at(&b, p);
-        if ((st = lmc_bind_linear(&b, &y->q, "self_attn.q_proj", H, nh * hd, bias)) ||
-            (st = lmc_bind_linear(&b, &y->k, "self_attn.k_proj", H, nkv * hd, bias)) ||
-            (st = lmc_bind_linear(&b, &y->v, "self_attn.v_proj", H, nkv * hd, bias)) ||
-            (st = lmc_bind_linear(&b, &y->o, "self_attn.o_proj", nh * hd, H, bias)) ||
+        if ((st = lmc_bind_attention(&b, y, H, nh, nkv, hd, bias, bias)) ||
             (st = lmc_bind_norm(&b, &y->q_norm, "self_attn.q_norm", hd, eps, 1.0f, false)) ||
             (st = lmc_bind_norm(&b, &y->k_norm, "self_attn.k_norm", hd, eps, 1.0f, false)) ||
-            (st = lmc_bind_linear(&b, &y->mlp.gate, "mlp.gate_proj", H, I, false)) ||
-            (st = lmc_bind_linear(&b, &y->mlp.up, "mlp.up_proj", H, I, false)) ||
-            (st = lmc_bind_linear(&b, &y->mlp.down, "mlp.down_proj", I, H, false)) ||
-            (st = lmc_bind_norm(&b, &y->attn_norm, "input_layernorm", H, eps, 1.0f, false)) ||
-            (st = lmc_bind_norm(&b, &y->post_attn_norm, "post_attention_layernorm", H, eps, 1.0f,
-                                false)) ||
-            (st = lmc_bind_norm(&b, &y->mlp_norm, "pre_feedforward_layernorm", H, eps, 1.0f,
-                                false)) ||
-            (st = lmc_bind_norm(&b, &y->post_mlp_norm, "post_feedforward_layernorm", H, eps, 1.0f,
-                                false)))
+            (st = lmc_bind_gated_mlp(&b, &y->mlp, H, I, false, act)) ||
+            (st = lmc_bind_sandwich_norms(&b, y, H, eps)))
             return st;
-        y->mlp.gated = true;
-        y->mlp.act = act;
     }
     d->embed_scale = sqrtf((float)H);
     double qpas = lmc_json_number(c->json, "query_pre_attn_scalar", 256.0, NULL);

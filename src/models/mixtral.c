@@ -2,6 +2,7 @@
  * attention with a sparse MoE in place of the MLP (softmax router, top-k,
  * renormalized). Experts load from HF per-expert tensors
  * (block_sparse_moe.experts.N.w1/w3/w2) or mlx-lm's stacked switch_mlp. */
+#include "models/bind.h"
 #include "models/model.h"
 #include "nn/decoder.h"
 
@@ -23,17 +24,13 @@ static lmc_status mixtral_load(lmc_model *m) {
     float eps = (float)c->rms_norm_eps;
     static const char *const stacked[4] = {"switch_mlp", "gate_proj", "up_proj", "down_proj"};
     static const char *const per_expert[3] = {"experts.%d.w1", "experts.%d.w3", "experts.%d.w2"};
+    lmc_binder b = {.w = w, .arch = c->model_type};
     for (int64_t i = 0; i < d->n_layers; i++) {
         lmc_decoder_layer *y = &d->layers[i];
         char p[256];
-#define BIND(lin, sub, in, out)                                                                    \
-    snprintf(p, sizeof p, "model.layers.%lld.%s", (long long)i, sub);                              \
-    if ((st = lmc_linear_bind(&y->lin, w, p, in, out, false)) != LMC_OK) return st
-        BIND(q, "self_attn.q_proj", H, nh * hd);
-        BIND(k, "self_attn.k_proj", H, nkv * hd);
-        BIND(v, "self_attn.v_proj", H, nkv * hd);
-        BIND(o, "self_attn.o_proj", nh * hd, H);
-#undef BIND
+        snprintf(p, sizeof p, "model.layers.%lld.", (long long)i);
+        lmc_binder_at(&b, p);
+        if ((st = lmc_bind_attention(&b, y, H, nh, nkv, hd, false, false)) != LMC_OK) return st;
         y->moe = calloc(1, sizeof *y->moe);
         if (!y->moe) return lmc_error(LMC_ERR_NOMEM, "out of memory");
         snprintf(p, sizeof p, "model.layers.%lld.block_sparse_moe", (long long)i);
@@ -49,9 +46,12 @@ static lmc_status mixtral_load(lmc_model *m) {
     return LMC_OK;
 }
 
-static const lmc_config_defaults mixtral_defaults = {
-    .rms_norm_eps = 1e-5, .max_position_embeddings = 4096 * 32, .tie_word_embeddings = false,
-    .sliding_window = 0, .bos_token_id = 1, .eos_token_id = 2};
+static const lmc_config_defaults mixtral_defaults = {.rms_norm_eps = 1e-5,
+                                                     .max_position_embeddings = 4096 * 32,
+                                                     .tie_word_embeddings = false,
+                                                     .sliding_window = 0,
+                                                     .bos_token_id = 1,
+                                                     .eos_token_id = 2};
 
 const lmc_arch lmc_arch_mixtral = {"mixtral", &mixtral_defaults, mixtral_load,
                                    lmc_decoder_model_free, lmc_decoder_model_forward};

@@ -10,6 +10,7 @@
  * Experts: HF per-expert block_sparse_moe.experts.N.w1/w3/w2, or mlx-lm's
  * sanitized block_sparse_moe.switch_mlp.{gate,up,down}_proj (dense or
  * quantized SwitchLinear). */
+#include "models/bind.h"
 #include "models/model.h"
 #include "nn/decoder.h"
 
@@ -62,17 +63,13 @@ static lmc_status phimoe_load(lmc_model *m) {
     if (!d->tied &&
         (st = lmc_linear_bind(&d->lm_head, w, "lm_head", H, d->vocab, lm_head_bias)) != LMC_OK)
         return st;
+    lmc_binder b = {.w = w, .arch = c->model_type};
     for (int64_t i = 0; i < d->n_layers; i++) {
         lmc_decoder_layer *y = &d->layers[i];
         char p[256];
-#define BIND(lin, sub, in, out)                                                                    \
-    snprintf(p, sizeof p, "model.layers.%lld.%s", (long long)i, sub);                              \
-    if ((st = lmc_linear_bind(&y->lin, w, p, in, out, bias)) != LMC_OK) return st
-        BIND(q, "self_attn.q_proj", H, nh * hd);
-        BIND(k, "self_attn.k_proj", H, nkv * hd);
-        BIND(v, "self_attn.v_proj", H, nkv * hd);
-        BIND(o, "self_attn.o_proj", nh * hd, H);
-#undef BIND
+        snprintf(p, sizeof p, "model.layers.%lld.", (long long)i);
+        lmc_binder_at(&b, p);
+        if ((st = lmc_bind_attention(&b, y, H, nh, nkv, hd, bias, bias)) != LMC_OK) return st;
         y->moe = calloc(1, sizeof *y->moe);
         if (!y->moe) return lmc_error(LMC_ERR_NOMEM, "out of memory");
         snprintf(p, sizeof p, "model.layers.%lld.block_sparse_moe", (long long)i);

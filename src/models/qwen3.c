@@ -32,20 +32,13 @@ static lmc_status qwen3_load(lmc_model *m) {
         char p[64];
         snprintf(p, sizeof p, "model.layers.%lld.", (long long)i);
         lmc_binder_at(&b, p);
-        if ((st = lmc_bind_linear(&b, &y->q, "self_attn.q_proj", H, nh * hd, bias)) ||
-            (st = lmc_bind_linear(&b, &y->k, "self_attn.k_proj", H, nkv * hd, bias)) ||
-            (st = lmc_bind_linear(&b, &y->v, "self_attn.v_proj", H, nkv * hd, bias)) ||
-            (st = lmc_bind_linear(&b, &y->o, "self_attn.o_proj", nh * hd, H, bias)) ||
+        if ((st = lmc_bind_attention(&b, y, H, nh, nkv, hd, bias, bias)) ||
             (st = lmc_bind_norm(&b, &y->q_norm, "self_attn.q_norm", hd, eps, 0.0f, false)) ||
             (st = lmc_bind_norm(&b, &y->k_norm, "self_attn.k_norm", hd, eps, 0.0f, false)) ||
-            (st = lmc_bind_linear(&b, &y->mlp.gate, "mlp.gate_proj", H, I, false)) ||
-            (st = lmc_bind_linear(&b, &y->mlp.up, "mlp.up_proj", H, I, false)) ||
-            (st = lmc_bind_linear(&b, &y->mlp.down, "mlp.down_proj", I, H, false)) ||
+            (st = lmc_bind_gated_mlp(&b, &y->mlp, H, I, false, act)) ||
             (st = lmc_bind_norm(&b, &y->attn_norm, "input_layernorm", H, eps, 0.0f, false)) ||
             (st = lmc_bind_norm(&b, &y->mlp_norm, "post_attention_layernorm", H, eps, 0.0f, false)))
             return st;
-        y->mlp.gated = true;
-        y->mlp.act = act;
     }
     /* Qwen3Config: sliding_window only with use_sliding_window; layer_types
      * default to sliding from max_window_layers on. */
