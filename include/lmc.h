@@ -78,6 +78,8 @@ typedef struct lmc_model_info {
     const int32_t *eos_token_ids; /* owned by the model */
     int32_t num_eos_token_ids;
     uint64_t weight_bytes;     /* bytes of all tensors the model reads */
+    uint64_t decode_bytes;     /* bytes of weights one decode step reads (MoE: the chosen
+                                  experts only); 0 when unknown */
 } lmc_model_info;
 
 void lmc_model_get_info(const lmc_model *model, lmc_model_info *info);

@@ -63,6 +63,8 @@ void lmc_model_get_info(const lmc_model *m, lmc_model_info *info) {
     info->eos_token_ids = m->cfg.eos_token_ids;
     info->num_eos_token_ids = m->cfg.n_eos;
     info->weight_bytes = m->weights.total_bytes;
+    if (m->arch->forward == lmc_decoder_model_forward && m->impl)
+        info->decode_bytes = lmc_decoder_bytes_per_token(m->impl);
 }
 
 lmc_status lmc_session_create(lmc_model *model, int32_t max_tokens, lmc_session **out) {

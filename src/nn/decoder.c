@@ -236,3 +236,36 @@ lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *
     free(pos);
     return st;
 }
+
+static uint64_t linear_bytes(const lmc_linear *l) {
+    if (l->quantized) return lmc_qweight_nbytes(&l->qw);
+    return l->weight ? l->weight->nbytes : 0;
+}
+
+uint64_t lmc_decoder_bytes_per_token(const lmc_decoder *d) {
+    uint64_t total = 0;
+    for (int64_t i = 0; i < d->n_layers; i++) {
+        const lmc_decoder_layer *y = &d->layers[i];
+        total += linear_bytes(&y->q) + linear_bytes(&y->k) + linear_bytes(&y->v) +
+                 linear_bytes(&y->o) + linear_bytes(&y->qkv);
+        if (y->moe) {
+            const lmc_moe *m = y->moe;
+            uint64_t experts = 0;
+            for (int64_t e = 0; e < m->n_experts; e++)
+                experts += linear_bytes(&m->gate[e]) + linear_bytes(&m->up[e]) +
+                           linear_bytes(&m->down[e]);
+            total += linear_bytes(&m->router) +
+                     (m->n_experts ? experts / (uint64_t)m->n_experts * (uint64_t)m->top_k : 0);
+            if (m->shared)
+                total += linear_bytes(&m->shared->gate) + linear_bytes(&m->shared->up) +
+                         linear_bytes(&m->shared->down) + linear_bytes(&m->shared_gate);
+        } else {
+            total += linear_bytes(&y->mlp.gate) + linear_bytes(&y->mlp.up) +
+                     linear_bytes(&y->mlp.down);
+        }
+    }
+    uint64_t embed = d->embed.quantized ? lmc_qweight_nbytes(&d->embed.qw)
+                                        : (d->embed.weight ? d->embed.weight->nbytes : 0);
+    total += d->tied ? embed : linear_bytes(&d->lm_head) + embed / (uint64_t)(d->vocab ? d->vocab : 1);
+    return total;
+}

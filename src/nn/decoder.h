@@ -114,6 +114,11 @@ void lmc_decoder_set_sliding(lmc_decoder *d, int64_t window, bool all_sliding);
 /* Binds the embedding, final norm and the head only. */
 lmc_status lmc_decoder_bind_ends(lmc_decoder *d, const lmc_weights *w, float norm_offset);
 
+/* Bytes of weights one decode step reads: every layer's projections, the
+ * router and top_k of n_experts experts of an MoE layer, the head; one
+ * embedding row. */
+uint64_t lmc_decoder_bytes_per_token(const lmc_decoder *d);
+
 lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *tokens,
                                int64_t T, bool all_positions, float *logits);
 

@@ -102,9 +102,12 @@ int cmd_bench(int argc, char **argv) {
         printf("threads: %d, load: %.3f s, repetitions: %ld\n", lmc_get_num_threads(), t_load, reps);
         printf("prompt     %5ld tokens: %9.2f tokens/s  (sd %.2f)\n", pp, pm, ps);
         printf("generation %5ld tokens: %9.2f tokens/s  (sd %.2f)\n", tg, gm, gs);
-        /* Decode reads (about) every weight once per token. */
-        printf("decode weight traffic: %.2f GB/s (%.1f MB per token)\n",
-               gm * (double)info.weight_bytes / 1e9, (double)info.weight_bytes / 1e6);
+        /* Decode reads each weight it uses once per token (for MoE, the
+         * chosen experts only): tokens/s x bytes per token is the bandwidth
+         * it draws, to set against the machine's (build/bench/membw). */
+        double per_token = (double)(info.decode_bytes ? info.decode_bytes : info.weight_bytes);
+        printf("decode weight traffic: %.2f GB/s (%.1f MB read per token)\n",
+               gm * per_token / 1e9, per_token / 1e6);
     }
     free(prompt);
     free(logits);
