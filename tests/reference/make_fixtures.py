@@ -17,7 +17,7 @@ import json, os, sys
 
 import torch
 import transformers
-from transformers import AutoModelForCausalLM, LlamaConfig, MistralConfig
+from transformers import AutoModelForCausalLM, LlamaConfig, MistralConfig, MixtralConfig
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
@@ -61,6 +61,9 @@ MODELS = {
                         "sliding_window 7 < prompt length 24"),
     "mistral-bf16": (MistralConfig, dict(base_llama(tie_word_embeddings=True), sliding_window=None),
                      torch.bfloat16, {}, "bf16, no sliding window, tied"),
+    "mixtral-f32": (MixtralConfig, dict(base_llama(), num_local_experts=4, num_experts_per_tok=2,
+                                        sliding_window=None),
+                    torch.float32, {}, "MoE, 4 experts top-2, HF per-expert tensors"),
 }
 
 
