@@ -59,6 +59,18 @@ void lmc_set_log_callback(lmc_log_fn fn, void *user_data);
 void lmc_set_num_threads(int n);
 int lmc_get_num_threads(void);
 
+/* Numerics of MLX-quantized matmuls, process-wide. exact = 1: activations
+ * stay f32 everywhere (the reference path: each group's s*dot(q, x) +
+ * b*sum(x) in f32). exact = 0 (the default): for 4- and 8-bit weights the
+ * activation vector is quantized to int8 per block of 32 (d = max|x|/127)
+ * and the dot products run in integers; the bias term keeps the exact f32
+ * sums of x. Relative error of a row ~ 1e-3 (each block's error is at most
+ * d/2 * sum|s*q|); other bit widths and dense weights are unaffected. The
+ * environment variable LMC_EXACT=1 selects exact before any call. Not to
+ * be changed while a forward pass runs. */
+void lmc_set_exact(int exact);
+int lmc_get_exact(void);
+
 /* ---- models ------------------------------------------------------------ */
 
 typedef struct lmc_model lmc_model;
