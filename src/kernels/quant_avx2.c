@@ -235,6 +235,14 @@ void quant_matvec_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const float
  *   sum q v = sum (q - 128) v + 128 sum v; the last term per group is
  *   x->corr (times the scale, added with the biases). */
 
+/* Bytes ahead of the packed stream to prefetch (the rows follow each other). */
+#ifndef Q8_PREFETCH
+#define Q8_PREFETCH 4096
+#endif
+#ifndef Q8_PREFETCH_ROWS
+#define Q8_PREFETCH_ROWS 8
+#endif
+
 static inline __m256 q4_pair(const uint8_t *p, const int8_t *xh, const int8_t *xl,
                              const float *dexp) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
@@ -278,8 +286,17 @@ void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const qu
     const int shift = g == 128 ? 1 : 0;
     const int bpg = g / 32;
     _Alignas(32) float sc[SEG_GROUPS], bi[SEG_GROUPS];
+    const size_t ss = quant_scale_size(w->scale_dtype);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *rp = base + r * row_bytes;
+        if (r + Q8_PREFETCH_ROWS < w->rows) {
+            /* the scales and biases of a row a few ahead: two more streams */
+            size_t off = (size_t)((r + Q8_PREFETCH_ROWS) * ng) * ss;
+            for (size_t b = 0; b < (size_t)ng * ss; b += 64) {
+                _mm_prefetch((const char *)w->scales + off + b, _MM_HINT_T0);
+                _mm_prefetch((const char *)w->biases + off + b, _MM_HINT_T0);
+            }
+        }
         __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), btot = _mm256_setzero_ps();
         float tail = 0.0f;
         for (int64_t j0 = 0; j0 < ng; j0 += SEG_GROUPS) {
@@ -294,6 +311,7 @@ void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const qu
                 const int64_t np = nbs / 2;
                 int64_t pp = 0;
                 for (; pp + 2 <= np; pp += 2) {
+                    _mm_prefetch((const char *)(p + pp * 32 + Q8_PREFETCH), _MM_HINT_T0);
                     a0 = _mm256_fmadd_ps(
                         q4_pair(p + pp * 32, xh + pp * 64, xl + pp * 64, dexp + pp * 8),
                         pair_scale(sc, pp, g, shift), a0);
@@ -331,9 +349,11 @@ void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const qu
                 const float *d = x->d + k0;
                 for (int j = 0; j < n; j++) {
                     __m256 ga = _mm256_setzero_ps();
-                    for (int b = 0; b < bpg; b++, p += 32, xh += 32, xl += 32, d++)
+                    for (int b = 0; b < bpg; b++, p += 32, xh += 32, xl += 32, d++) {
+                        if (!(b & 1)) _mm_prefetch((const char *)(p + Q8_PREFETCH), _MM_HINT_T0);
                         ga = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q8_block(p, xh, xl)),
                                              _mm256_broadcast_ss(d), ga);
+                    }
                     if (j & 1)
                         a1 = _mm256_fmadd_ps(ga, _mm256_broadcast_ss(sc + j), a1);
                     else
