@@ -354,7 +354,7 @@ static void test_qmatmul_fast_matches_double(void **state) {
     (void)state;
     static const int bits_list[] = {2, 3, 4, 5, 6, 8};
     static const int groups[] = {32, 64, 128};
-    static const int64_t Ts[] = {1, 2, 5};
+    static const int64_t Ts[] = {1, 5, 8, 70}; /* 70 > QUANT_FAST_MAX_T: exact */
     static const lmc_dtype dts[] = {LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_F32};
     int failures = 0, runs = 0;
     for (int bi = 0; bi < 6; bi++)
@@ -368,28 +368,29 @@ static void test_qmatmul_fast_matches_double(void **state) {
             if (gi == 1 && (bi == 2 || bi == 5)) cols = 64 * 70;
             qmat m;
             qmat_make(&m, rows, cols, bits, g, dt);
-            float *x = malloc(sizeof(float) * (size_t)(5 * cols));
-            float *y = malloc(sizeof(float) * (size_t)(5 * rows));
-            float *yex = malloc(sizeof(float) * (size_t)(5 * rows));
-            for (int64_t i = 0; i < 5 * cols; i++)
+            float *x = malloc(sizeof(float) * (size_t)(70 * cols));
+            float *y = malloc(sizeof(float) * (size_t)(70 * rows));
+            float *yex = malloc(sizeof(float) * (size_t)(70 * rows));
+            for (int64_t i = 0; i < 70 * cols; i++)
                 x[i] = nrand() * (i % 97 == 3 ? 8.0f : 1.0f) * (i / 32 % 5 == 1 ? 0.01f : 1.0f);
             for (int64_t i = 0; i < 32 && i < cols; i++) x[i] = 0.0f; /* a zero block: d = 0 */
             for (int threads = 1; threads <= 2; threads++) {
                 lmc_set_num_threads(threads);
                 for (int simd = 0; simd < 2; simd++) {
                     lmc_quant_use_simd(simd);
-                    for (int ti = 0; ti < 3; ti++) {
+                    for (int ti = 0; ti < 4; ti++) {
                         lmc_set_exact(1);
                         lmc_qmatmul(&m.w, x, Ts[ti], yex);
                         lmc_set_exact(0);
-                        memset(y, 0xff, sizeof(float) * (size_t)(5 * rows));
+                        memset(y, 0xff, sizeof(float) * (size_t)(70 * rows));
                         lmc_qmatmul(&m.w, x, Ts[ti], y);
                         double ratio = 0;
                         bool differs = false;
                         int bad = check_fast(&m, x, Ts[ti], y, yex, &ratio, &differs);
                         runs++;
-                        /* 4 and 8 bits take the int8 path; the others stay exact */
-                        bool fast = bits == 4 || bits == 8;
+                        /* 4 and 8 bits up to QUANT_FAST_MAX_T tokens take the
+                         * integer path; the others stay exact */
+                        bool fast = (bits == 4 || bits == 8) && Ts[ti] <= QUANT_FAST_MAX_T;
                         if (bad || differs != fast || getenv("LMC_TEST_VERBOSE")) {
                             printf("fast qmatmul bits %d group %d %s rows %lld cols %lld T %lld "
                                    "simd %d threads %d: %d bad, max err/bound %.3g, differs "

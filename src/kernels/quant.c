@@ -501,11 +501,10 @@ static bool quantize_token(const float *x, int64_t cols, int g, bool perm4, int8
     return true;
 }
 
-/* The integer path for T tokens; false (nothing written) when it does not
- * apply or the scratch cannot be allocated. */
+/* The integer path for T <= QUANT_FAST_MAX_T tokens; false (nothing written)
+ * when x has a non-finite value or the scratch cannot be allocated. */
 static bool qmatmul_fast(qjob *j) {
     const lmc_qweight *w = j->w;
-    if (!quant_fast_bits(w->bits) || lmc_get_exact()) return false;
     const int64_t cols = w->cols, ng = quant_groups(w), nb = cols / QUANT_QBLOCK, T = j->T;
     const int64_t npair = nb / 2;
     /* per token: floats d, dexp, gsum, corr, then the int8 digits h, l */
@@ -539,12 +538,24 @@ static bool qmatmul_fast(qjob *j) {
     return ok;
 }
 
+static void qmatmul_exact(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int64_t T,
+                          float *y, int64_t ldy);
+
 void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int64_t T,
                       float *y, int64_t ldy) {
     if (T <= 0 || r1 <= r0) return;
+    if (quant_fast_bits(w->bits) && T <= QUANT_FAST_MAX_T && !lmc_get_exact()) {
+        qjob j = {
+            .w = w, .r0 = r0, .r1 = r1, .x = x, .T = T, .y = y, .ldy = ldy, .avx2 = quant_use_avx2()};
+        if (qmatmul_fast(&j)) return;
+    }
+    qmatmul_exact(w, r0, r1, x, T, y, ldy);
+}
+
+static void qmatmul_exact(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int64_t T,
+                          float *y, int64_t ldy) {
     qjob j = {
         .w = w, .r0 = r0, .r1 = r1, .x = x, .T = T, .y = y, .ldy = ldy, .avx2 = quant_use_avx2()};
-    if (qmatmul_fast(&j)) return;
     if (T > 1) {
         int64_t tiles = (r1 - r0 + QUANT_TILE_ROWS - 1) / QUANT_TILE_ROWS;
         int64_t grain = row_grain(w) / QUANT_TILE_ROWS;

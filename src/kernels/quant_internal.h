@@ -128,6 +128,12 @@ typedef struct quant_qx {
     const float *corr;   /* [groups]: 128 * gsum (the AVX2 8-bit kernel's offset term) */
 } quant_qx;
 
+/* Tokens up to which lmc_qmatmul_rows takes the integer path. It runs one
+ * row x one token at a time; beyond ~10 tokens the T > 1 f32 path
+ * (dequantize a tile once, register-blocked FMAs over 4 rows x 2 tokens) is
+ * faster, and prefill takes it. */
+#define QUANT_FAST_MAX_T 8
+
 static inline bool quant_fast_bits(int bits) {
     return bits == 4 || bits == 8;
 }
