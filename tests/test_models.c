@@ -5,9 +5,9 @@
  * weights are also run on the fast integer-activation path (lmc_set_exact(0),
  * forwards of up to 8 tokens: the prompt fed 8 and 1 tokens at a time) against
  * the exact path fed the same way, with a looser check: rel L2 <= 1e-2 and
- * argmax agreement on >= 90% of positions. Greedy ids
- * are not required there: on these tiny random models the top-2 margins can
- * be small enough for any perturbation of the logits to flip a token. */
+ * argmax agreement on >= 90% of positions. Greedy ids are not required
+ * there: on these tiny random models the top-2 margins can be small enough
+ * for any perturbation of the logits to flip a token. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,8 +54,8 @@ static void forward_steps(lmc_session *s, const ref_case *c, size_t step, float 
     lmc_session_reset(s);
     for (size_t t = 0; t < c->n_prompt; t += step) {
         size_t n = c->n_prompt - t < step ? c->n_prompt - t : step;
-        assert_int_equal(lmc_session_forward(s, c->prompt + t, (int32_t)n, 1, logits + t * c->vocab),
-                         LMC_OK);
+        assert_int_equal(
+            lmc_session_forward(s, c->prompt + t, (int32_t)n, 1, logits + t * c->vocab), LMC_OK);
     }
 }
 

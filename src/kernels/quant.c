@@ -545,8 +545,14 @@ void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float 
                       float *y, int64_t ldy) {
     if (T <= 0 || r1 <= r0) return;
     if (quant_fast_bits(w->bits) && T <= QUANT_FAST_MAX_T && !lmc_get_exact()) {
-        qjob j = {
-            .w = w, .r0 = r0, .r1 = r1, .x = x, .T = T, .y = y, .ldy = ldy, .avx2 = quant_use_avx2()};
+        qjob j = {.w = w,
+                  .r0 = r0,
+                  .r1 = r1,
+                  .x = x,
+                  .T = T,
+                  .y = y,
+                  .ldy = ldy,
+                  .avx2 = quant_use_avx2()};
         if (qmatmul_fast(&j)) return;
     }
     qmatmul_exact(w, r0, r1, x, T, y, ldy);
