@@ -59,6 +59,19 @@ void lmc_set_log_callback(lmc_log_fn fn, void *user_data);
 void lmc_set_num_threads(int n);
 int lmc_get_num_threads(void);
 
+/* Numerics of MLX-quantized matmuls, process-wide. exact = 1: activations
+ * stay f32 everywhere (the reference path: each group's s*dot(q, x) +
+ * b*sum(x) in f32). exact = 0 (the default): for 4- and 8-bit weights the
+ * activations are rounded per block of 32 to 16-bit integers d*v (d =
+ * max|x|/32385, held as two int8 digits) and the dot products run in
+ * integer SIMD; a row's error is at most sum over blocks of d/2 * sum|w|
+ * (relative ~1e-5 per matmul, ~1e-4 on whole models). Other bit widths and
+ * dense weights always take the f32 path. The environment variable
+ * LMC_EXACT=1 selects exact until lmc_set_exact is called. Not to be changed
+ * while a forward pass runs. */
+void lmc_set_exact(int exact);
+int lmc_get_exact(void);
+
 /* ---- models ------------------------------------------------------------ */
 
 typedef struct lmc_model lmc_model;

@@ -254,6 +254,7 @@ static int check_matmul(const qmat *m, const float *x, int64_t T, int64_t r0, in
 
 static void test_qmatmul_matches_double(void **state) {
     (void)state;
+    lmc_set_exact(1); /* f32 activations: the 2e-6 bound */
     static const int bits_list[] = {2, 3, 4, 5, 6, 8};
     static const int groups[] = {32, 64, 128};
     static const int64_t Ts[] = {1, 2, 3, 5, 16};
@@ -295,8 +296,183 @@ static void test_qmatmul_matches_double(void **state) {
         }
     lmc_set_num_threads(0);
     lmc_quant_use_simd(true);
+    lmc_set_exact(0);
     assert_true(runs > 0);
     assert_int_equal(failures, 0);
+}
+
+/* The integer-activation path (lmc_get_exact() == 0): x is rounded per block
+ * k of 32 to d_k * v, d_k = max|x| / 32385, |x - d_k v| <= d_k / 2, and the
+ * bias term uses the same rounded x, so per output the error against double
+ * is at most sum_k d_k/2 * sum_{c in k} |w_c| plus f32 rounding of the two
+ * terms s*dot(q, x) and b*sum(x) (bounded by 2e-6 * sum_c |x_c| (|s q_c| +
+ * |b|)). Returns the outputs beyond it; *max_ratio gets the largest error /
+ * bound, *differs whether any output differs from the exact path's (yex). */
+static int check_fast(const qmat *m, const float *x, int64_t T, const float *y, const float *yex,
+                      double *max_ratio, bool *differs) {
+    int bad = 0;
+    const int64_t cols = m->w.cols, rows = m->w.rows;
+    const int g = m->w.group_size;
+    uint8_t *qv = malloc((size_t)cols);
+    for (int64_t r = 0; r < rows; r++) {
+        lmc_qunpack_row(&m->w, r, qv);
+        for (int64_t t = 0; t < T; t++) {
+            const float *xt = x + t * cols;
+            double ref = 0, mag = 0, qb = 0;
+            for (int64_t c = 0; c < cols; c++) {
+                int64_t gi = r * (cols / g) + c / g;
+                double s = quant_load_scale(m->scales, m->w.scale_dtype, gi);
+                double b = quant_load_scale(m->biases, m->w.scale_dtype, gi);
+                ref += (double)xt[c] * m->deq[r * cols + c];
+                mag += fabs((double)xt[c]) * (fabs(s * qv[c]) + fabs(b));
+            }
+            for (int64_t k = 0; k < cols / 32; k++) {
+                double amax = 0, sw = 0;
+                for (int i = 0; i < 32; i++) {
+                    amax = fmax(amax, fabs((double)xt[k * 32 + i]));
+                    sw += fabs(m->deq[r * cols + k * 32 + i]);
+                }
+                qb += amax / 32385.0 / 2.0 * sw;
+            }
+            double bound = qb * (1 + 1e-4) + 2e-6 * mag + 1e-30;
+            double got = y[t * rows + r], err = fabs(got - ref);
+            if (err / bound > *max_ratio) *max_ratio = err / bound;
+            if (y[t * rows + r] != yex[t * rows + r]) *differs = true;
+            if (!(err <= bound)) {
+                if (bad < 3)
+                    printf("  t %lld r %lld: got %.9g want %.9g (bound %.3g)\n", (long long)t,
+                           (long long)r, got, ref, bound);
+                bad++;
+            }
+        }
+    }
+    free(qv);
+    return bad;
+}
+
+static void test_qmatmul_fast_matches_double(void **state) {
+    (void)state;
+    static const int bits_list[] = {2, 3, 4, 5, 6, 8};
+    static const int groups[] = {32, 64, 128};
+    static const int64_t Ts[] = {1, 5, 8, 70}; /* 70 > QUANT_FAST_MAX_T: exact */
+    static const lmc_dtype dts[] = {LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_F32};
+    int failures = 0, runs = 0;
+    for (int bi = 0; bi < 6; bi++)
+        for (int gi = 0; gi < 3; gi++) {
+            int bits = bits_list[bi], g = groups[gi];
+            lmc_dtype dt = dts[(bi + gi) % 3];
+            /* odd group counts (an unpaired last block for g32), > 64 groups
+             * (two scale segments) for some */
+            int64_t rows = 5 + 2 * ((bi * 3 + gi) % 7), cols = (int64_t)g * (1 + (bi + 2 * gi) % 5);
+            if (gi == 0 && (bi == 2 || bi == 5)) cols = 32 * 67, rows = 9;
+            if (gi == 1 && (bi == 2 || bi == 5)) cols = 64 * 70;
+            qmat m;
+            qmat_make(&m, rows, cols, bits, g, dt);
+            float *x = malloc(sizeof(float) * (size_t)(70 * cols));
+            float *y = malloc(sizeof(float) * (size_t)(70 * rows));
+            float *yex = malloc(sizeof(float) * (size_t)(70 * rows));
+            for (int64_t i = 0; i < 70 * cols; i++)
+                x[i] = nrand() * (i % 97 == 3 ? 8.0f : 1.0f) * (i / 32 % 5 == 1 ? 0.01f : 1.0f);
+            for (int64_t i = 0; i < 32 && i < cols; i++) x[i] = 0.0f; /* a zero block: d = 0 */
+            for (int threads = 1; threads <= 2; threads++) {
+                lmc_set_num_threads(threads);
+                for (int simd = 0; simd < 2; simd++) {
+                    lmc_quant_use_simd(simd);
+                    for (int ti = 0; ti < 4; ti++) {
+                        lmc_set_exact(1);
+                        lmc_qmatmul(&m.w, x, Ts[ti], yex);
+                        lmc_set_exact(0);
+                        memset(y, 0xff, sizeof(float) * (size_t)(70 * rows));
+                        lmc_qmatmul(&m.w, x, Ts[ti], y);
+                        double ratio = 0;
+                        bool differs = false;
+                        int bad = check_fast(&m, x, Ts[ti], y, yex, &ratio, &differs);
+                        runs++;
+                        /* 4 and 8 bits up to QUANT_FAST_MAX_T tokens take the
+                         * integer path; the others stay exact */
+                        bool fast = (bits == 4 || bits == 8) && Ts[ti] <= QUANT_FAST_MAX_T;
+                        if (bad || differs != fast || getenv("LMC_TEST_VERBOSE")) {
+                            printf("fast qmatmul bits %d group %d %s rows %lld cols %lld T %lld "
+                                   "simd %d threads %d: %d bad, max err/bound %.3g, differs "
+                                   "from exact %d\n",
+                                   bits, g, dt_name(dt), (long long)rows, (long long)cols,
+                                   (long long)Ts[ti], simd, threads, bad, ratio, differs);
+                            failures++;
+                        }
+                    }
+                }
+            }
+            free(x), free(y), free(yex);
+            qmat_free(&m);
+        }
+    lmc_set_num_threads(0);
+    lmc_quant_use_simd(true);
+    assert_true(runs > 0);
+    assert_int_equal(failures, 0);
+}
+
+/* 8 bits at the extremes: q in {0, 255} against xq = +-127, where a plain
+ * vpmaddubsw of u8 q and s8 x would saturate (2*255*127 > 32767); and a
+ * non-finite x falls back to the exact path (NaN out). */
+static void test_qmatmul_fast_extremes(void **state) {
+    (void)state;
+    enum { rows = 6, cols = 256, ng = cols / 64 };
+    float x[2 * cols], y[2 * rows], yex[2 * rows];
+    for (int i = 0; i < cols; i++) x[i] = 1.0f, x[cols + i] = (i % 3) ? -2.5f : 2.5f;
+    for (int bits = 4; bits <= 8; bits += 4) {
+        const int qmax = (1 << bits) - 1;
+        qmat m = {0};
+        uint8_t *packed = calloc(1, (size_t)(rows * cols * bits / 8));
+        uint16_t *sc = malloc(sizeof(uint16_t) * rows * ng), *bs = malloc(sizeof(uint16_t) * rows * ng);
+        m.deq = malloc(sizeof(double) * rows * cols);
+        for (int r = 0; r < rows; r++) {
+            for (int j = 0; j < ng; j++) {
+                sc[r * ng + j] = quant_f32_to_bf16(r % 2 ? 0.01f : -0.03f);
+                bs[r * ng + j] = quant_f32_to_bf16(r % 3 ? 1.0f : -0.5f);
+            }
+            for (int c = 0; c < cols; c++) {
+                int q = (c % 64 == 5 || (r >= 3 && c % 2)) ? 0 : qmax;
+                if (bits == 8)
+                    packed[r * cols + c] = (uint8_t)q;
+                else
+                    packed[(r * cols + c) / 2] |= (uint8_t)(q << (4 * (c % 2)));
+                int gi = r * ng + c / 64;
+                m.deq[r * cols + c] = (double)quant_bf16_to_f32(sc[gi]) * q + quant_bf16_to_f32(bs[gi]);
+            }
+        }
+        m.packed = (uint32_t *)packed, m.scales = sc, m.biases = bs;
+        m.w = (lmc_qweight){.packed = m.packed, .scales = sc, .biases = bs,
+                            .scale_dtype = LMC_DTYPE_BF16, .bits = bits, .group_size = 64,
+                            .rows = rows, .cols = cols};
+        assert_int_equal(lmc_qweight_check(&m.w, "m"), LMC_OK);
+        for (int simd = 0; simd < 2; simd++) {
+            lmc_quant_use_simd(simd);
+            for (int64_t T = 1; T <= 2; T++) {
+                lmc_set_exact(1);
+                lmc_qmatmul(&m.w, x, T, yex);
+                lmc_set_exact(0);
+                lmc_qmatmul(&m.w, x, T, y);
+                double ratio = 0;
+                bool differs = false;
+                assert_int_equal(check_fast(&m, x, T, y, yex, &ratio, &differs), 0);
+            }
+            float xn[cols];
+            memcpy(xn, x, sizeof xn);
+            xn[77] = NAN;
+            lmc_qmatmul(&m.w, xn, 1, y);
+            for (int r = 0; r < rows; r++) assert_true(isnan(y[r]));
+        }
+        qmat_free(&m);
+    }
+    lmc_quant_use_simd(true);
+}
+
+static void test_exact_switch(void **state) {
+    (void)state;
+    lmc_set_exact(1);
+    assert_int_equal(lmc_get_exact(), 1);
+    lmc_set_exact(0);
+    assert_int_equal(lmc_get_exact(), 0);
 }
 
 static void test_qmatmul_rows_and_views(void **state) {
@@ -305,6 +481,7 @@ static void test_qmatmul_rows_and_views(void **state) {
      * and rows [3, 9) of it written with a wider ldy */
     qmat m;
     qmat_make(&m, 30, 256, 4, 64, LMC_DTYPE_F16);
+    lmc_set_exact(1);
     float x[3 * 256], y[3 * 20];
     for (int i = 0; i < 3 * 256; i++) x[i] = nrand();
     for (int simd = 0; simd < 2; simd++) {
@@ -320,6 +497,7 @@ static void test_qmatmul_rows_and_views(void **state) {
         }
     }
     lmc_quant_use_simd(true);
+    lmc_set_exact(0);
     assert_int_equal(lmc_qweight_nbytes(&m.w), 30 * 128 + 2 * 30 * 4 * 2);
     qmat_free(&m);
 }
@@ -477,6 +655,9 @@ int main(void) {
         cmocka_unit_test(test_default_variant_is_cpu),
         cmocka_unit_test(test_dequant_matches_reference),
         cmocka_unit_test(test_qmatmul_matches_double),
+        cmocka_unit_test(test_qmatmul_fast_matches_double),
+        cmocka_unit_test(test_qmatmul_fast_extremes),
+        cmocka_unit_test(test_exact_switch),
         cmocka_unit_test(test_qmatmul_rows_and_views),
         cmocka_unit_test(test_qweight_check_rejects),
         cmocka_unit_test(test_from_tensors),

@@ -198,6 +198,27 @@ bool lmc_quant_use_simd(bool enable) {
     return quant_use_avx2();
 }
 
+/* ---- exact / fast switch ------------------------------------------------------ */
+
+/* -1: not read yet (LMC_EXACT decides), else 0/1. */
+static atomic_int g_exact = -1;
+
+void lmc_set_exact(int exact) {
+    atomic_store(&g_exact, exact ? 1 : 0);
+}
+
+int lmc_get_exact(void) {
+    int e = atomic_load_explicit(&g_exact, memory_order_relaxed);
+    if (e < 0) {
+        const char *env = getenv("LMC_EXACT");
+        e = env && *env && *env != '0';
+        int expect = -1; /* a racing lmc_set_exact wins */
+        atomic_compare_exchange_strong(&g_exact, &expect, e);
+        e = atomic_load(&g_exact);
+    }
+    return e;
+}
+
 /* ---- unpacking (generic) --------------------------------------------------------- */
 
 /* q of columns [c0, c0 + n) of a row; c0 and n multiples of 32. mlx packs 3/5
@@ -283,6 +304,36 @@ static void matvec_generic(const lmc_qweight *w, int64_t r0, int64_t r1, const f
     }
 }
 
+/* Integer path, generic: per block, an int32 dot of q and the quantized x;
+ * natural column order. */
+static void matvec_q8_generic(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
+                              float *y) {
+    uint8_t q[128];
+    const int g = w->group_size;
+    const int64_t ng = quant_groups(w), words = quant_row_words(w);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint32_t *rp = w->packed + r * words;
+        float acc = 0.0f, bacc = 0.0f;
+        for (int64_t j = 0; j < ng; j++) {
+            float s = quant_load_scale(w->scales, w->scale_dtype, r * ng + j);
+            float b = quant_load_scale(w->biases, w->scale_dtype, r * ng + j);
+            unpack_range(rp, w->bits, j * g, g, q);
+            const int8_t *xh = x->h + j * g, *xl = x->l + j * g;
+            const float *d = x->d + j * (g / QUANT_QBLOCK);
+            float ga = 0.0f;
+            for (int k = 0; k < g / QUANT_QBLOCK; k++) {
+                int32_t is = 0;
+                for (int i = k * QUANT_QBLOCK; i < (k + 1) * QUANT_QBLOCK; i++)
+                    is += (int32_t)q[i] * (255 * xh[i] + xl[i]);
+                ga += d[k] * (float)is;
+            }
+            acc += s * ga;
+            bacc += b * x->gsum[j];
+        }
+        y[r - r0] = acc + bacc;
+    }
+}
+
 static void dense_tile_generic(const float *buf, int nr, int64_t nc, const float *x, int64_t ldx,
                                int64_t T, float *y, int64_t ldy) {
     for (int64_t t = 0; t < T; t++) {
@@ -301,6 +352,7 @@ static void dense_tile_generic(const float *buf, int nr, int64_t nc, const float
 
 typedef struct qjob {
     const lmc_qweight *w;
+    const quant_qx *qx; /* [T] quantized tokens: the int8 path */
     int64_t r0, r1;
     const float *x;    /* [T, cols]; for T == 1 permuted as the kernel wants */
     const float *gsum; /* [ngroups], T == 1 only */
@@ -317,6 +369,24 @@ static void matvec_body(void *ctx, int64_t b, int64_t e, int worker) {
         quant_matvec_avx2(j->w, j->r0 + b, j->r0 + e, j->x, j->gsum, j->y + b);
     else
         matvec_generic(j->w, j->r0 + b, j->r0 + e, j->x, j->gsum, j->y + b);
+}
+
+/* Integer path. Items are rows; for T > 1 a few rows at a time meet every token
+ * while their packed data is in L1. */
+#define Q8_ROW_BLOCK 4
+static void matvec_q8_body(void *ctx, int64_t b, int64_t e, int worker) {
+    const qjob *j = ctx;
+    (void)worker;
+    for (int64_t r = b; r < e; r += Q8_ROW_BLOCK) {
+        int64_t re = r + Q8_ROW_BLOCK < e ? r + Q8_ROW_BLOCK : e;
+        for (int64_t t = 0; t < j->T; t++) {
+            float *yt = j->y + t * j->ldy + r;
+            if (j->avx2)
+                quant_matvec_q8_avx2(j->w, j->r0 + r, j->r0 + re, &j->qx[t], yt);
+            else
+                matvec_q8_generic(j->w, j->r0 + r, j->r0 + re, &j->qx[t], yt);
+        }
+    }
 }
 
 /* Items are tiles of QUANT_TILE_ROWS rows. */
@@ -351,9 +421,145 @@ static int64_t row_grain(const lmc_qweight *w) {
     return g < 1 ? 1 : g;
 }
 
+/* The f32 sums of x per group, 8 partial sums (as the dot products). */
+static void group_sums(const float *x, int64_t ng, int g, float *gsum) {
+    for (int64_t k = 0; k < ng; k++) {
+        float a[8] = {0};
+        for (int i = 0; i < g; i += 8)
+            for (int m = 0; m < 8; m++) a[m] += x[k * g + i + m];
+        gsum[k] = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+    }
+}
+
+/* Quantizes one token for the integer path (quant_qx) into h, l [cols],
+ * d [cols/32], dexp [cols/64 * 8], gsum and corr [ngroups]. perm4: the order
+ * of the AVX2 4-bit kernel, which reads 32 packed bytes (two blocks) at a
+ * time as low nibbles (even columns) and high nibbles (odd columns): within
+ * each pair of blocks (64 columns) h and l hold the even columns of block 0,
+ * of block 1, then the odd columns of block 0, of block 1; an unpaired last
+ * block holds its even then its odd columns. false when x has a NaN or
+ * infinity (the caller then takes the exact path, which propagates them). */
+static bool quantize_token(const float *x, int64_t cols, int g, bool perm4, int8_t *xh, int8_t *xl,
+                           float *d, float *dexp, float *gsum, float *corr) {
+    const int64_t nb = cols / QUANT_QBLOCK;
+    const int bpg = g / QUANT_QBLOCK;
+    float gacc = 0.0f;
+    for (int64_t k = 0; k < nb; k++) {
+        const float *xb = x + k * QUANT_QBLOCK;
+        float amax = 0.0f;
+        bool finite = true;
+        for (int i = 0; i < QUANT_QBLOCK; i++) {
+            float a = fabsf(xb[i]);
+            finite &= a <= 3.4028234663852886e38f; /* false for NaN and inf */
+            amax = a > amax ? a : amax;
+        }
+        if (!finite) return false;
+        float dk = amax / (float)QUANT_QMAX, id = amax > 0.0f ? (float)QUANT_QMAX / amax : 0.0f;
+        d[k] = dk;
+        int8_t h[QUANT_QBLOCK], l[QUANT_QBLOCK];
+        int32_t sum = 0;
+        for (int i = 0; i < QUANT_QBLOCK; i++) {
+            /* round to nearest even through the float adder (|x*id| <= ~32385) */
+            float r = (xb[i] * id + 12582912.0f) - 12582912.0f;
+            int v = (int)r;
+            v = v > QUANT_QMAX ? QUANT_QMAX : v < -QUANT_QMAX ? -QUANT_QMAX : v;
+            /* v = 255 h + l with |l| <= 127 (255 is odd), |h| <= 127 */
+            int hv = v >= 0 ? (v + 127) / 255 : -((127 - v) / 255);
+            h[i] = (int8_t)hv;
+            l[i] = (int8_t)(v - 255 * hv);
+            sum += v;
+        }
+        int64_t pair = k / 2, half = k & 1;
+        if (perm4 && 2 * pair + 1 < nb) {
+            int64_t o = pair * 64 + half * 16;
+            for (int i = 0; i < 16; i++) {
+                xh[o + i] = h[2 * i], xh[o + 32 + i] = h[2 * i + 1];
+                xl[o + i] = l[2 * i], xl[o + 32 + i] = l[2 * i + 1];
+            }
+        } else if (perm4) {
+            int64_t o = k * QUANT_QBLOCK;
+            for (int i = 0; i < 16; i++) {
+                xh[o + i] = h[2 * i], xh[o + 16 + i] = h[2 * i + 1];
+                xl[o + i] = l[2 * i], xl[o + 16 + i] = l[2 * i + 1];
+            }
+        } else {
+            memcpy(xh + k * QUANT_QBLOCK, h, QUANT_QBLOCK);
+            memcpy(xl + k * QUANT_QBLOCK, l, QUANT_QBLOCK);
+        }
+        if (2 * pair + 1 < nb)
+            for (int i = 0; i < 4; i++) dexp[pair * 8 + half * 4 + i] = dk;
+        /* the bias term takes the sums of the quantized x: then the error of
+         * a row is sum_c w_c (x_c - x~_c), not sum_c s q_c (x_c - x~_c),
+         * which is several times larger (s q ~ -b when w is small) */
+        gacc += dk * (float)sum;
+        if (k % bpg == bpg - 1) {
+            gsum[k / bpg] = gacc;
+            corr[k / bpg] = 128.0f * gacc;
+            gacc = 0.0f;
+        }
+    }
+    return true;
+}
+
+/* The integer path for T <= QUANT_FAST_MAX_T tokens; false (nothing written)
+ * when x has a non-finite value or the scratch cannot be allocated. */
+static bool qmatmul_fast(qjob *j) {
+    const lmc_qweight *w = j->w;
+    const int64_t cols = w->cols, ng = quant_groups(w), nb = cols / QUANT_QBLOCK, T = j->T;
+    const int64_t npair = nb / 2;
+    /* per token: floats d, dexp, gsum, corr, then the int8 digits h, l */
+    const int64_t nf = nb + npair * 8 + 2 * ng;
+    const size_t fbytes = ((size_t)nf * 4 + 63) / 64 * 64, qbytes = ((size_t)cols + 63) / 64 * 64;
+    const size_t tok_bytes = fbytes + 2 * qbytes;
+    const size_t head = (sizeof(quant_qx) * (size_t)T + 63) / 64 * 64;
+    uint8_t *scratch = lmc_alloc_aligned(head + tok_bytes * (size_t)T);
+    if (!scratch) return false;
+    quant_qx *qx = (quant_qx *)scratch;
+    uint8_t *base = scratch + head;
+    bool perm4 = j->avx2 && w->bits == 4;
+    bool ok = true;
+    for (int64_t t = 0; t < T && ok; t++) {
+        float *f = (float *)(base + (size_t)t * tok_bytes);
+        int8_t *h = (int8_t *)f + fbytes, *l = h + qbytes;
+        ok = quantize_token(j->x + t * cols, cols, w->group_size, perm4, h, l, f, f + nb,
+                            f + nb + npair * 8, f + nb + npair * 8 + ng);
+        qx[t] = (quant_qx){.h = h,
+                           .l = l,
+                           .d = f,
+                           .dexp = f + nb,
+                           .gsum = f + nb + npair * 8,
+                           .corr = f + nb + npair * 8 + ng};
+    }
+    if (ok) {
+        j->qx = qx;
+        lmc_parallel_for(j->r1 - j->r0, row_grain(w), matvec_q8_body, j);
+    }
+    lmc_free_aligned(scratch);
+    return ok;
+}
+
+static void qmatmul_exact(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int64_t T,
+                          float *y, int64_t ldy);
+
 void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int64_t T,
                       float *y, int64_t ldy) {
     if (T <= 0 || r1 <= r0) return;
+    if (quant_fast_bits(w->bits) && T <= QUANT_FAST_MAX_T && !lmc_get_exact()) {
+        qjob j = {.w = w,
+                  .r0 = r0,
+                  .r1 = r1,
+                  .x = x,
+                  .T = T,
+                  .y = y,
+                  .ldy = ldy,
+                  .avx2 = quant_use_avx2()};
+        if (qmatmul_fast(&j)) return;
+    }
+    qmatmul_exact(w, r0, r1, x, T, y, ldy);
+}
+
+static void qmatmul_exact(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int64_t T,
+                          float *y, int64_t ldy) {
     qjob j = {
         .w = w, .r0 = r0, .r1 = r1, .x = x, .T = T, .y = y, .ldy = ldy, .avx2 = quant_use_avx2()};
     if (T > 1) {
@@ -375,14 +581,7 @@ void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float 
         return;
     }
     float *gsum = scratch;
-    const int g = w->group_size;
-    for (int64_t k = 0; k < ng; k++) {
-        /* pairwise-ish: 8 partial sums, like the dot products */
-        float a[8] = {0};
-        for (int i = 0; i < g; i += 8)
-            for (int m = 0; m < 8; m++) a[m] += x[k * g + i + m];
-        gsum[k] = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-    }
+    group_sums(x, ng, w->group_size, gsum);
     if (perm) {
         float *xp = scratch + ng;
         for (int64_t c = 0; c < cols; c += QUANT_PERM_BLOCK)

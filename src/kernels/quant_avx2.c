@@ -220,6 +220,165 @@ void quant_matvec_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const float
     }
 }
 
+/* ---- one token, integer activations (lmc_get_exact() == 0) -------------------
+ * x comes quantized per block of 32 columns as two int8 digits (quant_qx):
+ * sum_c q_c x_c ~ d_k * sum_c q_c (255 h_c + l_c) with exact int32 block
+ * sums, vpmaddubsw (u8 * s8 -> pair sums in int16) per digit, vpmaddwd by
+ * 255 and by 1 to int32.
+ * - 4 bits: 32 packed bytes hold two blocks; (v & 15) and (v >> 4) & 15 are
+ *   their even and odd columns, which h and l hold in that order; pair sums
+ *   <= 2*15*128, both halves added as int16 (<= 7680); int32 lanes 0-3 are
+ *   block 2p, 4-7 block 2p+1, times dexp (d per lane).
+ * - 8 bits: q - 128 = (v ^ 0x80) as s8; |q - 128| <= 128 as u8 times the
+ *   digit signed by q - 128 (|digit| <= 127, so the negation is exact): pair
+ *   sums <= 2*128*127 = 32512 never saturate (u8 q * s8 x would: 2*255*127).
+ *   sum q v = sum (q - 128) v + 128 sum v; the last term per group is
+ *   x->corr (times the scale, added with the biases). */
+
+/* Bytes ahead of the packed stream to prefetch (the rows follow each other). */
+#ifndef Q8_PREFETCH
+#define Q8_PREFETCH 4096
+#endif
+#ifndef Q8_PREFETCH_ROWS
+#define Q8_PREFETCH_ROWS 8
+#endif
+
+static inline __m256 q4_pair(const uint8_t *p, const int8_t *xh, const int8_t *xl,
+                             const float *dexp) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i c255 = _mm256_set1_epi16(255);
+    __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    __m256i sh =
+        _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)xh)),
+                         _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xh + 32))));
+    __m256i sl =
+        _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)xl)),
+                         _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xl + 32))));
+    __m256i s32 = _mm256_add_epi32(_mm256_madd_epi16(sh, c255), _mm256_madd_epi16(sl, ones));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(s32), _mm256_load_ps(dexp));
+}
+
+/* scale vector of pair pp (blocks 2pp, 2pp+1) of a segment; shift = log2(g/64) */
+static inline __m256 pair_scale(const float *sc, int64_t pp, int g, int shift) {
+    if (g == 32)
+        return _mm256_set_m128(_mm_broadcast_ss(sc + 2 * pp + 1), _mm_broadcast_ss(sc + 2 * pp));
+    return _mm256_broadcast_ss(sc + (pp >> shift));
+}
+
+static inline __m256i q8_block(const uint8_t *p, const int8_t *xh, const int8_t *xl) {
+    const __m256i off = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    const __m256i c255 = _mm256_set1_epi16(255);
+    __m256i qs = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)p), off);
+    __m256i aq = _mm256_abs_epi8(qs);
+    __m256i sh = _mm256_maddubs_epi16(
+        aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xh), qs));
+    __m256i sl = _mm256_maddubs_epi16(
+        aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xl), qs));
+    return _mm256_add_epi32(_mm256_madd_epi16(sh, c255), _mm256_madd_epi16(sl, ones));
+}
+
+void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
+                          float *y) {
+    const int bits = w->bits, g = w->group_size;
+    const int64_t ng = quant_groups(w), row_bytes = quant_row_words(w) * 4;
+    const uint8_t *base = (const uint8_t *)w->packed;
+    const int shift = g == 128 ? 1 : 0;
+    const int bpg = g / 32;
+    _Alignas(32) float sc[SEG_GROUPS], bi[SEG_GROUPS];
+    const size_t ss = quant_scale_size(w->scale_dtype);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *rp = base + r * row_bytes;
+        if (r + Q8_PREFETCH_ROWS < w->rows) {
+            /* the scales and biases of a row a few ahead: two more streams */
+            size_t off = (size_t)((r + Q8_PREFETCH_ROWS) * ng) * ss;
+            for (size_t b = 0; b < (size_t)ng * ss; b += 64) {
+                _mm_prefetch((const char *)w->scales + off + b, _MM_HINT_T0);
+                _mm_prefetch((const char *)w->biases + off + b, _MM_HINT_T0);
+            }
+        }
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), btot = _mm256_setzero_ps();
+        float tail = 0.0f;
+        for (int64_t j0 = 0; j0 < ng; j0 += SEG_GROUPS) {
+            int n = (int)(ng - j0 < SEG_GROUPS ? ng - j0 : SEG_GROUPS);
+            load_scales(w->scales, w->scale_dtype, r * ng + j0, n, sc);
+            load_scales(w->biases, w->scale_dtype, r * ng + j0, n, bi);
+            const int64_t k0 = j0 * bpg, nbs = (int64_t)n * bpg; /* blocks of the segment */
+            if (bits == 4) {
+                const uint8_t *p = rp + k0 * 16;
+                const int8_t *xh = x->h + k0 * 32, *xl = x->l + k0 * 32;
+                const float *dexp = x->dexp + k0 / 2 * 8;
+                const int64_t np = nbs / 2;
+                int64_t pp = 0;
+                for (; pp + 2 <= np; pp += 2) {
+                    _mm_prefetch((const char *)(p + pp * 32 + Q8_PREFETCH), _MM_HINT_T0);
+                    a0 = _mm256_fmadd_ps(
+                        q4_pair(p + pp * 32, xh + pp * 64, xl + pp * 64, dexp + pp * 8),
+                        pair_scale(sc, pp, g, shift), a0);
+                    a1 = _mm256_fmadd_ps(q4_pair(p + pp * 32 + 32, xh + pp * 64 + 64,
+                                                 xl + pp * 64 + 64, dexp + pp * 8 + 8),
+                                         pair_scale(sc, pp + 1, g, shift), a1);
+                }
+                if (pp < np)
+                    a0 = _mm256_fmadd_ps(
+                        q4_pair(p + pp * 32, xh + pp * 64, xl + pp * 64, dexp + pp * 8),
+                        pair_scale(sc, pp, g, shift), a0);
+                if (nbs & 1) {
+                    /* an unpaired last block (g = 32, odd group count): even
+                     * columns then odd ones in xq */
+                    const int64_t k = k0 + nbs - 1;
+                    const __m128i m4 = _mm_set1_epi8(0x0F);
+                    __m128i v = _mm_loadu_si128((const __m128i *)(rp + k * 16));
+                    const int8_t *xb = x->h + k * 32, *xc = x->l + k * 32;
+                    __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+                    __m128i sh = _mm_add_epi16(
+                        _mm_maddubs_epi16(lo, _mm_loadu_si128((const __m128i *)xb)),
+                        _mm_maddubs_epi16(hi, _mm_loadu_si128((const __m128i *)(xb + 16))));
+                    __m128i sl = _mm_add_epi16(
+                        _mm_maddubs_epi16(lo, _mm_loadu_si128((const __m128i *)xc)),
+                        _mm_maddubs_epi16(hi, _mm_loadu_si128((const __m128i *)(xc + 16))));
+                    __m128i s32 = _mm_add_epi32(_mm_madd_epi16(sh, _mm_set1_epi16(255)),
+                                                _mm_madd_epi16(sl, _mm_set1_epi16(1)));
+                    s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0x4E));
+                    s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0xB1));
+                    tail += x->d[k] * (float)_mm_cvtsi128_si32(s32) * sc[n - 1];
+                }
+            } else {
+                const uint8_t *p = rp + k0 * 32;
+                const int8_t *xh = x->h + k0 * 32, *xl = x->l + k0 * 32;
+                const float *d = x->d + k0;
+                for (int j = 0; j < n; j++) {
+                    __m256 ga = _mm256_setzero_ps();
+                    for (int b = 0; b < bpg; b++, p += 32, xh += 32, xl += 32, d++) {
+                        if (!(b & 1)) _mm_prefetch((const char *)(p + Q8_PREFETCH), _MM_HINT_T0);
+                        ga = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q8_block(p, xh, xl)),
+                                             _mm256_broadcast_ss(d), ga);
+                    }
+                    if (j & 1)
+                        a1 = _mm256_fmadd_ps(ga, _mm256_broadcast_ss(sc + j), a1);
+                    else
+                        a0 = _mm256_fmadd_ps(ga, _mm256_broadcast_ss(sc + j), a0);
+                }
+            }
+            /* biases times the quantized group sums (+ the 8-bit offset term) */
+            const float *gs = x->gsum + j0, *cr = x->corr + j0;
+            int j = 0;
+            if (bits == 8) {
+                for (; j + 8 <= n; j += 8)
+                    btot = _mm256_fmadd_ps(
+                        _mm256_load_ps(bi + j), _mm256_loadu_ps(gs + j),
+                        _mm256_fmadd_ps(_mm256_load_ps(sc + j), _mm256_loadu_ps(cr + j), btot));
+                for (; j < n; j++) tail += bi[j] * gs[j] + sc[j] * cr[j];
+            } else {
+                for (; j + 8 <= n; j += 8)
+                    btot = _mm256_fmadd_ps(_mm256_load_ps(bi + j), _mm256_loadu_ps(gs + j), btot);
+                for (; j < n; j++) tail += bi[j] * gs[j];
+            }
+        }
+        y[r - r0] = hsum256(_mm256_add_ps(a0, a1)) + (hsum256(btot) + tail);
+    }
+}
+
 /* ---- several tokens: dequantize a tile, then dense -------------------------------- */
 
 void quant_dequant_tile_avx2(const lmc_qweight *w, int64_t r0, int nr, int64_t c0, int64_t nc,
@@ -335,6 +494,11 @@ void quant_dense_tile_avx2(const float *buf, int nr, int64_t nc, const float *x,
 }
 
 #else /* no AVX2 at compile time: never called (quant_use_avx2 is false) */
+
+void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
+                          float *y) {
+    (void)w, (void)r0, (void)r1, (void)x, (void)y;
+}
 
 void quant_matvec_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const float *xp,
                        const float *gsum, float *y) {

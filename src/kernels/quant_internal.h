@@ -113,6 +113,35 @@ void quant_dequant_tile_avx2(const lmc_qweight *w, int64_t r0, int nr, int64_t c
 void quant_dense_tile_avx2(const float *buf, int nr, int64_t nc, const float *x, int64_t ldx,
                            int64_t T, float *y, int64_t ldy);
 
+/* ---- integer activations (the fast path; lmc_get_exact() == 0) ----
+ * One token's x quantized per block of QUANT_QBLOCK columns to 16-bit
+ * integers held as two int8 digits: x_c ~ d_k * (255 * h_c + l_c), h, l in
+ * [-127, 127], d_k = max|x| / QUANT_QMAX over block k, so that vpmaddubsw
+ * (u8 x s8) serves both digits. Offered for bits 4 and 8 (quant_fast_bits). */
+#define QUANT_QBLOCK 32
+#define QUANT_QMAX 32385 /* 127 * 255 */
+typedef struct quant_qx {
+    const int8_t *h, *l; /* [cols] each; for the AVX2 4-bit kernel permuted (quantize_token) */
+    const float *d;      /* [cols/32] */
+    const float *dexp;   /* [cols/64][8]: d of block 2p in lanes 0-3, of 2p+1 in 4-7 */
+    const float *gsum;   /* [groups]: sum_k d_k * sum_c v_c, the quantized sums of x */
+    const float *corr;   /* [groups]: 128 * gsum (the AVX2 8-bit kernel's offset term) */
+} quant_qx;
+
+/* Tokens up to which lmc_qmatmul_rows takes the integer path. It runs one
+ * row x one token at a time; beyond ~10 tokens the T > 1 f32 path
+ * (dequantize a tile once, register-blocked FMAs over 4 rows x 2 tokens) is
+ * faster, and prefill takes it. */
+#define QUANT_FAST_MAX_T 8
+
+static inline bool quant_fast_bits(int bits) {
+    return bits == 4 || bits == 8;
+}
+
+/* Integer matvec over rows [r0, r1) for one quantized token: y[r - r0]. */
+void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
+                          float *y);
+
 /* The order the T = 1 AVX2 kernel for `bits` reads x in: within each block of
  * QUANT_PERM_BLOCK columns, xp[b + j] = x[b + perm[j]]. NULL = natural order. */
 #define QUANT_PERM_BLOCK 16

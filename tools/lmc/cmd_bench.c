@@ -25,7 +25,7 @@ static void mean_sd(const double *v, int n, double *mean, double *sd) {
 
 static void usage(void) {
     fprintf(stderr, "usage: lmc bench --model DIR [--prompt-tokens N] [--gen-tokens N] "
-                    "[--reps R] [--threads N]\n");
+                    "[--reps R] [--threads N] [--exact]\n");
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -43,6 +43,8 @@ int cmd_bench(int argc, char **argv) {
         } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
             if (!v || !cli_parse_int(v, &n) || n < 0) return cli_fail("bench", "bad --threads");
             lmc_set_num_threads((int)n);
+        } else if (!strcmp(argv[i], "--exact")) {
+            lmc_set_exact(1); /* f32 activations in quantized matmuls (lmc.h) */
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage();
             return 0;

@@ -13,7 +13,8 @@ static void usage(void) {
             "usage: lmc generate --model DIR (--tokens 1,2,3 | --prompt TEXT [--system TEXT]\n"
             "                    [--no-template]) [--max-tokens N] [--temp T]\n"
             "                    [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]\n"
-            "                    [--seed S] [--ignore-eos] [--print-ids] [--stats] [--threads N]\n");
+            "                    [--seed S] [--ignore-eos] [--print-ids] [--stats] [--threads N]\n"
+            "                    [--exact]\n");
 }
 
 typedef struct gen_out {
@@ -168,9 +169,7 @@ int cmd_generate(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--ignore-eos")) p.ignore_eos = 1;
         else if (!strcmp(argv[i], "--print-ids")) print_ids = true;
         else if (!strcmp(argv[i], "--stats")) show_stats = true;
-        else if (!strcmp(argv[i], "--exact")) {
-            /* activations are always f32 (the exact path); accepted for scripts */
-        }
+        else if (!strcmp(argv[i], "--exact")) lmc_set_exact(1); /* f32 activations */
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage();
             return 0;

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 static void usage(void) {
-    fprintf(stderr, "usage: lmc logits --model DIR --tokens 1,2,3 --out FILE [--threads N]\n");
+    fprintf(stderr, "usage: lmc logits --model DIR --tokens 1,2,3 --out FILE [--threads N] [--exact]\n");
 }
 
 int cmd_logits(int argc, char **argv) {
@@ -23,7 +23,7 @@ int cmd_logits(int argc, char **argv) {
             if (!v || !cli_parse_int(v, &n) || n < 0) return cli_fail("logits", "bad --threads");
             lmc_set_num_threads((int)n);
         } else if (!strcmp(argv[i], "--exact")) {
-            /* activations are always f32 (the exact path); accepted for scripts that ask */
+            lmc_set_exact(1); /* f32 activations in quantized matmuls (lmc.h) */
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage();
             return 0;
