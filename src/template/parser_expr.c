@@ -128,8 +128,11 @@ static lmc_status parse_primary(parser *p, node **out) {
     TRY(enter(p));
     switch (t->type) {
     case TOK_NAME: {
-        static const struct { const char *name; int v; } consts[] = {
-            {"true", 1}, {"True", 1}, {"false", 0}, {"False", 0}, {"none", 2}, {"None", 2}};
+        static const struct {
+            const char *name;
+            int v;
+        } consts[] = {{"true", 1},  {"True", 1}, {"false", 0},
+                      {"False", 0}, {"none", 2}, {"None", 2}};
         TRY(new_node(p, N_LITERAL, t->pos, &n));
         bool found = false;
         for (size_t k = 0; k < 6; k++)
@@ -218,7 +221,8 @@ static lmc_status parse_primary(parser *p, node **out) {
             return fail_tok(p, t, "an expression");
         }
         break;
-    default: return fail_tok(p, t, "an expression");
+    default:
+        return fail_tok(p, t, "an expression");
     }
     p->depth--;
     *out = n;
@@ -227,7 +231,8 @@ static lmc_status parse_primary(parser *p, node **out) {
 
 lmc_status tpl_parse_filter_name(parser *p, node *arg, node_kind kind, node **out) {
     const tpl_token *t = cur(p);
-    if (t->type != TOK_NAME) return fail_tok(p, t, kind == N_FILTER ? "a filter name" : "a test name");
+    if (t->type != TOK_NAME)
+        return fail_tok(p, t, kind == N_FILTER ? "a filter name" : "a test name");
     node *f = NULL;
     TRY(new_node(p, kind, t->pos, &f));
     f->u.filter.arg = arg;
@@ -345,11 +350,16 @@ static lmc_status parse_math2(parser *p, node **out) {
     TRY(parse_pow(p, &n));
     for (;;) {
         bin_op op;
-        if (is_op(p, "*")) op = OP_MUL;
-        else if (is_op(p, "/")) op = OP_DIV;
-        else if (is_op(p, "//")) op = OP_FLOORDIV;
-        else if (is_op(p, "%")) op = OP_MOD;
-        else break;
+        if (is_op(p, "*"))
+            op = OP_MUL;
+        else if (is_op(p, "/"))
+            op = OP_DIV;
+        else if (is_op(p, "//"))
+            op = OP_FLOORDIV;
+        else if (is_op(p, "%"))
+            op = OP_MOD;
+        else
+            break;
         uint32_t pos = cur(p)->pos;
         advance(p);
         node *r = NULL;
@@ -397,8 +407,11 @@ static lmc_status parse_compare(parser *p, node **out) {
     size_t cap = 0;
     for (;;) {
         cmp_op op;
-        static const struct { const char *text; cmp_op op; } ops[] = {
-            {"==", CMP_EQ}, {"!=", CMP_NE}, {"<", CMP_LT}, {"<=", CMP_LE}, {">", CMP_GT}, {">=", CMP_GE}};
+        static const struct {
+            const char *text;
+            cmp_op op;
+        } ops[] = {{"==", CMP_EQ}, {"!=", CMP_NE}, {"<", CMP_LT},
+                   {"<=", CMP_LE}, {">", CMP_GT},  {">=", CMP_GE}};
         bool found = false;
         for (size_t k = 0; k < 6; k++)
             if (is_op(p, ops[k].text)) {
@@ -455,15 +468,17 @@ static lmc_status parse_not(parser *p, node **out) {
     return parse_compare(p, out);
 }
 
-static lmc_status parse_and(parser *p, node **out) {
+/* A left-associative chain `x word y word z` of the logic node `kind`. */
+static lmc_status parse_logic_chain(parser *p, node **out, const char *word, node_kind kind,
+                                    lmc_status (*next)(parser *, node **)) {
     node *n = NULL;
-    TRY(parse_not(p, &n));
-    while (is_name(p, "and")) {
+    TRY(next(p, &n));
+    while (is_name(p, word)) {
         uint32_t pos = cur(p)->pos;
         advance(p);
         node *r = NULL, *a = NULL;
-        TRY(parse_not(p, &r));
-        TRY(new_node(p, N_AND, pos, &a));
+        TRY(next(p, &r));
+        TRY(new_node(p, kind, pos, &a));
         a->u.logic.a = n;
         a->u.logic.b = r;
         n = a;
@@ -472,21 +487,12 @@ static lmc_status parse_and(parser *p, node **out) {
     return LMC_OK;
 }
 
+static lmc_status parse_and(parser *p, node **out) {
+    return parse_logic_chain(p, out, "and", N_AND, parse_not);
+}
+
 static lmc_status parse_or(parser *p, node **out) {
-    node *n = NULL;
-    TRY(parse_and(p, &n));
-    while (is_name(p, "or")) {
-        uint32_t pos = cur(p)->pos;
-        advance(p);
-        node *r = NULL, *o = NULL;
-        TRY(parse_and(p, &r));
-        TRY(new_node(p, N_OR, pos, &o));
-        o->u.logic.a = n;
-        o->u.logic.b = r;
-        n = o;
-    }
-    *out = n;
-    return LMC_OK;
+    return parse_logic_chain(p, out, "or", N_OR, parse_and);
 }
 
 /* `a if cond else b`; without `else` the value is undefined (jinja2). */
@@ -537,4 +543,3 @@ lmc_status tpl_parse_tuple(parser *p, bool with_cond, node **out) {
     *out = t;
     return LMC_OK;
 }
-
