@@ -5,6 +5,7 @@
 #include "nn/nn.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 typedef struct attn_job {
@@ -14,10 +15,11 @@ typedef struct attn_job {
     const float *q;
     int64_t start, T;
     float *out;
+    atomic_bool failed; /* a worker could not get its score buffer */
 } attn_job;
 
 static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
-    const attn_job *j = ctx;
+    attn_job *j = ctx;
     const lmc_attention_params *p = j->p;
     const lmc_kernel_table *k = lmc_kernels();
     const lmc_kv_layer *L = &j->c->layers[j->layer];
@@ -30,7 +32,10 @@ static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
             lo = pos - p->sliding_window + 1;
         int64_t n = pos - lo + 1;
         float *s = lmc_thread_scratch(LMC_SCRATCH_ATTENTION, (size_t)n * sizeof(float));
-        if (!s) return;
+        if (!s) {
+            atomic_store(&j->failed, true);
+            return;
+        }
         const float *qv = j->q + (t * p->n_heads + h) * hd;
         const float *keys = L->k + kvh * cap * hd;
         const float *vals = L->v + kvh * cap * hd;
@@ -48,8 +53,12 @@ static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
     }
 }
 
-void lmc_attention(const lmc_attention_params *p, const lmc_kv_cache *c, int64_t layer,
-                   const float *q, int64_t start, int64_t T, float *out) {
-    attn_job j = {p, c, layer, q, start, T, out};
+lmc_status lmc_attention(const lmc_attention_params *p, const lmc_kv_cache *c, int64_t layer,
+                         const float *q, int64_t start, int64_t T, float *out) {
+    attn_job j = {p, c, layer, q, start, T, out, false};
     lmc_parallel_for(T * p->n_heads, 1, attn_body, &j);
+    if (atomic_load(&j.failed))
+        return lmc_error(LMC_ERR_NOMEM, "out of memory for attention scores over %lld positions",
+                         (long long)(start + T));
+    return LMC_OK;
 }

@@ -210,7 +210,7 @@ lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *
         ap.sliding_window = y->sliding_window;
         ap.n_heads = lnh;
         ap.n_kv_heads = lnkv;
-        lmc_attention(&ap, &lkv, l, q, start, T, attn);
+        if ((st = lmc_attention(&ap, &lkv, l, q, start, T, attn)) != LMC_OK) break;
         lmc_linear_forward(&y->o, attn, T, tmp);
         if (y->post_attn_norm.weight) lmc_norm_forward(&y->post_attn_norm, tmp, tmp, T, H);
         add_into(x, tmp, T * H);

@@ -140,7 +140,7 @@ typedef struct lmc_attention_params {
  * over the layer's cached keys/values 0..start+T-1 (the last sliding_window
  * of them when set; a rotating layer needs a sliding_window no larger than
  * its own); out [T, n_heads*head_dim]. */
-void lmc_attention(const lmc_attention_params *p, const lmc_kv_cache *c, int64_t layer,
-                   const float *q, int64_t start, int64_t T, float *out);
+lmc_status lmc_attention(const lmc_attention_params *p, const lmc_kv_cache *c, int64_t layer,
+                         const float *q, int64_t start, int64_t T, float *out);
 
 #endif
