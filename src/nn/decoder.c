@@ -216,7 +216,8 @@ lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *
         add_into(x, tmp, T * H);
         lmc_norm_forward(&y->mlp_norm, x, xn, T, H);
         if (y->moe) st = lmc_moe_forward(y->moe, xn, T, H, tmp);
-        else lmc_mlp_forward(&y->mlp, xn, T, tmp);
+        else st = lmc_mlp_forward(&y->mlp, xn, T, tmp);
+        if (st != LMC_OK) break;
         if (y->post_mlp_norm.weight) lmc_norm_forward(&y->post_mlp_norm, tmp, tmp, T, H);
         add_into(x, tmp, T * H);
     }

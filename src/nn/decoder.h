@@ -124,6 +124,6 @@ lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *
 
 /* MoE forward over x [T, hidden] into y [T, hidden]. */
 lmc_status lmc_moe_forward(lmc_moe *m, const float *x, int64_t T, int64_t hidden, float *y);
-void lmc_mlp_forward(const lmc_mlp *m, const float *x, int64_t T, float *y);
+lmc_status lmc_mlp_forward(const lmc_mlp *m, const float *x, int64_t T, float *y);
 
 #endif

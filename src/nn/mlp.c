@@ -17,18 +17,17 @@ static void activate(lmc_activation act, float *x, int64_t n) {
         }
         break;
     case LMC_ACT_GELU:
-        for (int64_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.7071067811865476f));
+        for (int64_t i = 0; i < n; i++)
+            x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.7071067811865476f));
         break;
     }
 }
 
-void lmc_mlp_forward(const lmc_mlp *m, const float *x, int64_t T, float *y) {
+lmc_status lmc_mlp_forward(const lmc_mlp *m, const float *x, int64_t T, float *y) {
     int64_t I = m->down.in;
     float *g = lmc_alloc_aligned((size_t)(T * I * 2) * sizeof(float));
-    if (!g) {
-        memset(y, 0, (size_t)(T * m->down.out) * sizeof(float));
-        return;
-    }
+    if (!g)
+        return lmc_error(LMC_ERR_NOMEM, "out of memory in the MLP for %lld tokens", (long long)T);
     float *u = g + T * I;
     if (!m->gated) {
         lmc_linear_forward(&m->up, x, T, g);
@@ -39,8 +38,8 @@ void lmc_mlp_forward(const lmc_mlp *m, const float *x, int64_t T, float *y) {
         float *both = lmc_alloc_aligned((size_t)(T * 2 * I) * sizeof(float));
         if (!both) {
             lmc_free_aligned(g);
-            memset(y, 0, (size_t)(T * m->down.out) * sizeof(float));
-            return;
+            return lmc_error(LMC_ERR_NOMEM, "out of memory in the MLP for %lld tokens",
+                             (long long)T);
         }
         lmc_linear_forward(&m->gate, x, T, both);
         for (int64_t t = 0; t < T; t++) {
@@ -58,4 +57,5 @@ void lmc_mlp_forward(const lmc_mlp *m, const float *x, int64_t T, float *y) {
     }
     lmc_linear_forward(&m->down, g, T, y);
     lmc_free_aligned(g);
+    return LMC_OK;
 }

@@ -127,7 +127,7 @@ lmc_status lmc_moe_forward(lmc_moe *m, const float *x, int64_t T, int64_t hidden
     if (m->shared) {
         /* qwen2_moe: y += sigmoid(shared_expert_gate(x)) * shared_expert(x) */
         float *sg = probs; /* T * E >= T */
-        lmc_mlp_forward(m->shared, x, T, ye);
+        if ((st = lmc_mlp_forward(m->shared, x, T, ye)) != LMC_OK) goto done;
         lmc_linear_forward(&m->shared_gate, x, T, sg);
         for (int64_t t = 0; t < T; t++) {
             float s = 1.0f / (1.0f + expf(-sg[t]));
