@@ -335,7 +335,21 @@ def convert_dense_folder(dense_dir, out_dir, spec):
 
 # ---- the torch part ---------------------------------------------------------------------------
 
-def build(out_root, name):
+class EosInGreedy(Exception):
+    """The greedy continuation holds EOS: re-seed, so an engine that stops at EOS by default
+    still produces all NEW_TOKENS."""
+
+
+def build_reseeding(out_root, name, tries=20):
+    for attempt in range(tries):
+        try:
+            return build(out_root, name, attempt)
+        except EosInGreedy:
+            print(name, "greedy output holds EOS; re-seeding")
+    raise RuntimeError("%s: no seed in %d tries keeps EOS out of the greedy output" % (name, tries))
+
+
+def build(out_root, name, attempt=0):
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, LlamaConfig, MixtralConfig
@@ -345,7 +359,7 @@ def build(out_root, name):
     torch.backends.cudnn.allow_tf32 = False
     spec = SPECS[name]
     cls = {"llama": LlamaConfig, "mixtral": MixtralConfig}[spec["arch"]]
-    seed = sum(map(ord, name))
+    seed = sum(map(ord, name)) + 1000 * attempt
     torch.manual_seed(seed)
     cfg = cls(**base_config(spec["arch"], spec.get("cfg")))
     cfg._attn_implementation = "eager"
@@ -393,6 +407,8 @@ def build(out_root, name):
             logits = ref(input_ids=ids, use_cache=False).logits[0].float()
             float_logits = dense_model(input_ids=ids, use_cache=False).logits[0].float()
             toks, margins = mf.greedy(ref, prompt, NEW_TOKENS)
+            if cfg.eos_token_id in toks:
+                raise EosInGreedy(name)
             nocache = mf.nocache_greedy(ref, prompt, NEW_TOKENS)
         vs_float = float(torch.linalg.norm(logits - float_logits) / torch.linalg.norm(float_logits))
         top2 = torch.topk(logits, 2, dim=-1).values
@@ -448,7 +464,7 @@ def main_build(out, names):
     entries, failed = [], []
     for n in names:
         try:
-            entries.append(build(out, n))
+            entries.append(build_reseeding(out, n))
         except Exception:  # noqa: BLE001 - one model failing must not stop the others
             traceback.print_exc()
             failed.append(n)
