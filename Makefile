@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
-MODEL ?= tests/fixtures/llama-f32
+MODEL ?= tests/fixtures/models/llama-f32
 PROMPT_TOKENS ?= 1,15,27,100,7
 
 .PHONY: all setup build test run fuzz fuzz-run clean format
