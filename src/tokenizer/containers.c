@@ -231,9 +231,19 @@ lmc_status tok_strtab_put(tok_strtab *t, const char *s, size_t n, int32_t id) {
         t->slots[j].id = id;
         return LMC_OK;
     }
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 64;
+        void *e = realloc(t->ents, cap * sizeof *t->ents);
+        if (!e) return lmc_error(LMC_ERR_NOMEM, "tokenizer: out of memory (vocab)");
+        t->ents = e;
+        t->cap = cap;
+    }
     uint32_t off = (uint32_t)t->pool.len;
     if ((st = tok_buf_append(&t->pool, s, n)) != LMC_OK) return st;
-    return tok_strtab_put_pooled(t, &k, off, id);
+    t->ents[t->n] = (struct tok_strent){.off = off, .len = k.len, .id = id, .hash = k.hash};
+    t->slots[j] = (struct tok_strslot){k.w0, k.w1, k.hash, k.len, (int32_t)t->n, id};
+    t->n++;
+    return LMC_OK;
 }
 
 void tok_strtab_free(tok_strtab *t) {
