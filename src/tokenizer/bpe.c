@@ -73,31 +73,66 @@ static inline bool merges_get(const tok_merge_map *m, int32_t a, int32_t b, uint
 
 /* ---- loading ----------------------------------------------------------- */
 
+/* Vocabulary entries and merges are resolved in batches: hash all keys,
+ * prefetch their slots, then insert or look them up, so the cache misses of
+ * a batch overlap instead of adding up (the vocabulary table is far larger
+ * than the caches). */
+#define VOCAB_BATCH 32
+#define MERGE_BATCH 32
+
+typedef struct vocab_ctx {
+    tok_bpe *bpe;
+    struct {
+        tok_key key;
+        uint32_t off;
+        int32_t id;
+    } items[VOCAB_BATCH];
+    size_t n;
+} vocab_ctx;
+
+static lmc_status vocab_flush(vocab_ctx *x) {
+    tok_strtab *v = &x->bpe->vocab;
+    for (size_t i = 0; i < x->n; i++) {
+        tok_key *k = &x->items[i].key;
+        k->s = v->pool.data + x->items[i].off; /* the pool may have moved */
+        lmc_status st = tok_strtab_put_pooled(v, k, x->items[i].off, x->items[i].id);
+        if (st != LMC_OK) return st;
+    }
+    x->n = 0;
+    return LMC_OK;
+}
+
 static lmc_status vocab_entry(void *ctx, const char *key, size_t key_len, int64_t value) {
-    tok_bpe *bpe = ctx;
+    vocab_ctx *x = ctx;
+    tok_bpe *bpe = x->bpe;
+    tok_strtab *v = &bpe->vocab;
     if (value < 0 || value >= INT32_MAX)
         return lmc_error(LMC_ERR_FORMAT, "model.vocab: id %lld of \"%.*s\" is out of range",
                          (long long)value, (int)(key_len > 40 ? 40 : key_len), key);
+    if (key_len > UINT32_MAX || v->pool.len > UINT32_MAX - key_len - 1)
+        return lmc_error(LMC_ERR_LIMIT, "tokenizer: vocabulary too large");
     if ((int32_t)value > bpe->max_id) bpe->max_id = (int32_t)value;
-    return tok_strtab_put(&bpe->vocab, key, key_len, (int32_t)value);
+    uint32_t off = (uint32_t)v->pool.len;
+    lmc_status st = tok_buf_append(&v->pool, key, key_len);
+    if (st != LMC_OK) return st;
+    tok_key *k = &x->items[x->n].key;
+    tok_key_make(k, key, key_len);
+    tok_strtab_prefetch(v, k->hash);
+    x->items[x->n].off = off;
+    x->items[x->n].id = (int32_t)value;
+    return ++x->n == VOCAB_BATCH ? vocab_flush(x) : LMC_OK;
 }
-
-/* Merges are resolved in batches: hash all keys, prefetch their slots, then
- * look them up, so the cache misses of a batch overlap instead of adding up
- * (the vocabulary table is far larger than the caches). */
-#define MERGE_BATCH 64
 
 typedef struct merge_item {
     size_t index;
-    size_t off[3], len[3]; /* a, b, merged token, in the batch text */
-    uint32_t hash[3];
-    int32_t id[3];
+    tok_key key[3];     /* a, b, merged token */
+    size_t long_off[3]; /* offset in the batch text of keys over 16 bytes */
 } merge_item;
 
 typedef struct merge_ctx {
     tok_bpe *bpe;
     size_t prefix_len;
-    tok_buf text;
+    tok_buf text; /* bytes of the keys over 16 bytes */
     merge_item items[MERGE_BATCH];
     size_t n;
 } merge_ctx;
@@ -107,31 +142,42 @@ static lmc_status missing(size_t index, const char *s, size_t n) {
                      index + 1, (int)(n > 60 ? 60 : n), s);
 }
 
+static lmc_status key_missing(size_t index, const tok_key *k) {
+    char b[16];
+    memcpy(b, &k->w0, 8);
+    memcpy(b + 8, &k->w1, 8);
+    return missing(index, k->len <= 16 ? b : k->s, k->len);
+}
+
 static lmc_status merge_flush(merge_ctx *x) {
     const tok_strtab *v = &x->bpe->vocab;
-    for (size_t i = 0; i < x->n; i++)
-        for (int k = 0; k < 3; k++) {
-            merge_item *m = &x->items[i];
-            m->hash[k] = tok_strtab_hash(x->text.data + m->off[k], m->len[k]);
-            tok_strtab_prefetch(v, m->hash[k]);
-        }
+    tok_merge_map *mm = &x->bpe->merges;
+    int32_t ids[MERGE_BATCH][3];
     for (size_t i = 0; i < x->n; i++) {
         merge_item *m = &x->items[i];
         for (int k = 0; k < 3; k++) {
-            m->id[k] = tok_strtab_get_hashed(v, x->text.data + m->off[k], m->len[k], m->hash[k]);
-            if (m->id[k] < 0) return missing(m->index, x->text.data + m->off[k], m->len[k]);
+            if (m->key[k].len > 16) m->key[k].s = x->text.data + m->long_off[k];
+            ids[i][k] = tok_strtab_get_key(v, &m->key[k]);
+            if (ids[i][k] < 0) return key_missing(m->index, &m->key[k]);
         }
-        __builtin_prefetch(&x->bpe->merges.slots[pair_hash(pair_key(m->id[0], m->id[1])) &
-                                                 (x->bpe->merges.nslots - 1)]);
+        __builtin_prefetch(&mm->slots[pair_hash(pair_key(ids[i][0], ids[i][1])) & (mm->nslots - 1)]);
     }
     for (size_t i = 0; i < x->n; i++) {
-        const merge_item *m = &x->items[i];
-        lmc_status st =
-            merges_put(&x->bpe->merges, m->id[0], m->id[1], (uint32_t)m->index, m->id[2]);
+        lmc_status st = merges_put(mm, ids[i][0], ids[i][1], (uint32_t)x->items[i].index, ids[i][2]);
         if (st != LMC_OK) return st;
     }
     x->n = 0;
     tok_buf_clear(&x->text);
+    return LMC_OK;
+}
+
+/* Prepares key k of m from s[0..n); keys over 16 bytes are kept in x->text. */
+static lmc_status merge_key(merge_ctx *x, merge_item *m, int k, const char *s, size_t n) {
+    tok_key_make(&m->key[k], s, n);
+    if (n > 16) {
+        m->long_off[k] = x->text.len;
+        return tok_buf_append(&x->text, s, n);
+    }
     return LMC_OK;
 }
 
@@ -149,18 +195,39 @@ static lmc_status merge_entry(void *vctx, size_t index, const char *a, size_t a_
                          index + 1);
     merge_item *m = &x->items[x->n];
     m->index = index;
-    size_t base = x->text.len;
-    lmc_status st = tok_buf_append(&x->text, a, a_len);
-    if (st == LMC_OK) st = tok_buf_append(&x->text, b, b_len);
-    if (st == LMC_OK) st = tok_buf_append(&x->text, a, a_len);
-    if (st == LMC_OK) st = tok_buf_append(&x->text, b + x->prefix_len, b_len - x->prefix_len);
-    if (st != LMC_OK) return st;
-    m->off[0] = base;
-    m->len[0] = a_len;
-    m->off[1] = base + a_len;
-    m->len[1] = b_len;
-    m->off[2] = base + a_len + b_len;
-    m->len[2] = a_len + b_len - x->prefix_len;
+    lmc_status st;
+    if ((st = merge_key(x, m, 0, a, a_len)) != LMC_OK ||
+        (st = merge_key(x, m, 1, b, b_len)) != LMC_OK)
+        return st;
+    const char *r = b + x->prefix_len;
+    size_t r_len = b_len - x->prefix_len, n = a_len + r_len;
+    if (n <= 16) {
+        /* The merged key from the words of its parts: no copy. */
+        __extension__ typedef unsigned __int128 u128;
+        tok_key rk;
+        const tok_key *rp = &m->key[1];
+        if (x->prefix_len) {
+            tok_key_make(&rk, r, r_len);
+            rp = &rk;
+        }
+        u128 w = (u128)m->key[0].w0 | ((u128)m->key[0].w1 << 64);
+        if (r_len) w |= ((u128)rp->w0 | ((u128)rp->w1 << 64)) << (8 * a_len);
+        tok_key *k = &m->key[2];
+        k->w0 = (uint64_t)w;
+        k->w1 = (uint64_t)(w >> 64);
+        k->len = (uint32_t)n;
+        k->s = NULL;
+        tok_key_rehash_short(k);
+    } else {
+        size_t off = x->text.len;
+        if ((st = tok_buf_append(&x->text, a, a_len)) != LMC_OK ||
+            (st = tok_buf_append(&x->text, r, r_len)) != LMC_OK)
+            return st;
+        tok_key_make(&m->key[2], x->text.data + off, n);
+        m->long_off[2] = off;
+    }
+    const tok_strtab *v = &x->bpe->vocab;
+    for (int k = 0; k < 3; k++) tok_strtab_prefetch(v, m->key[k].hash);
     return ++x->n == MERGE_BATCH ? merge_flush(x) : LMC_OK;
 }
 
@@ -235,8 +302,14 @@ lmc_status tok_bpe_load(tok_bpe *bpe, const json_t *model, const tok_model_json 
     size_t nv = count_entries(raw->vocab, raw->vocab_len);
     if ((st = tok_strtab_reserve(&bpe->vocab, nv, raw->vocab_len)) != LMC_OK) return st;
     double t0 = lmc_time_now();
-    if ((st = tok_json_scan_vocab(raw->vocab, raw->vocab_len, vocab_entry, bpe)) != LMC_OK)
-        return st;
+    vocab_ctx *vc = malloc(sizeof *vc);
+    if (!vc) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
+    vc->bpe = bpe;
+    vc->n = 0;
+    st = tok_json_scan_vocab(raw->vocab, raw->vocab_len, vocab_entry, vc);
+    if (st == LMC_OK) st = vocab_flush(vc);
+    free(vc);
+    if (st != LMC_OK) return st;
     double t1 = lmc_time_now();
 
     if ((st = merges_init(&bpe->merges, count_entries(raw->merges, raw->merges_len))) != LMC_OK)

@@ -72,19 +72,66 @@ void tok_list_swap(tok_list *a, tok_list *b) {
 
 /* ---- string table ------------------------------------------------------ */
 
-static uint32_t hash_bytes(const char *s, size_t n) {
-    /* FNV-1a, 32-bit: token strings are short, this is fast enough and
-     * well-distributed for them. */
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
-    /* FNV's low bits are weak for similar short keys: finish with the
-     * murmur3 mixer before masking. */
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    h *= 0xc2b2ae35u;
-    h ^= h >> 16;
-    return h;
+static inline uint64_t load64(const char *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline uint32_t load32(const char *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline uint64_t mix(uint64_t a, uint64_t b) {
+    __extension__ typedef unsigned __int128 u128;
+    u128 r = (u128)a * b;
+    return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+#define K0 0xa0761d6478bd642fULL
+#define K1 0xe7037ed1a0b428dbULL
+#define K2 0x8ebc6af09c88c6e3ULL
+
+/* wyhash-style: the first 16 bytes (zero-padded, read with overlapping
+ * loads, never past the key) and the length, then 16-byte blocks. */
+void tok_key_make(tok_key *k, const char *s, size_t n) {
+    uint64_t w0 = 0, w1 = 0;
+    if (n >= 8) {
+        w0 = load64(s);
+        if (n > 16)
+            w1 = load64(s + 8);
+        else if (n > 8)
+            w1 = load64(s + n - 8) >> (8 * (16 - n));
+    } else if (n >= 4) {
+        w0 = load32(s) | ((uint64_t)load32(s + n - 4) << (8 * (n - 4)));
+    } else if (n) {
+        w0 = (uint64_t)(uint8_t)s[0] | ((uint64_t)(uint8_t)s[n >> 1] << (8 * (n >> 1))) |
+             ((uint64_t)(uint8_t)s[n - 1] << (8 * (n - 1)));
+    }
+    uint64_t h = mix(w0 ^ K0, w1 ^ K1 ^ (uint64_t)n);
+    for (size_t i = 16; i < n; i += 16) {
+        uint64_t a, b;
+        if (i + 16 <= n) {
+            a = load64(s + i);
+            b = load64(s + i + 8);
+        } else {
+            a = load64(s + n - 16); /* n > 16 here: overlapping tail */
+            b = load64(s + n - 8);
+        }
+        h = mix(a ^ K1, b ^ h ^ K2);
+    }
+    k->w0 = w0;
+    k->w1 = w1;
+    k->hash = (uint32_t)(h ^ (h >> 32));
+    k->len = (uint32_t)n;
+    k->s = s;
+}
+
+void tok_key_rehash_short(tok_key *k) {
+    uint64_t h = mix(k->w0 ^ K0, k->w1 ^ K1 ^ (uint64_t)k->len);
+    k->hash = (uint32_t)(h ^ (h >> 32));
 }
 
 static lmc_status rehash(tok_strtab *t, size_t nslots) {
@@ -95,9 +142,9 @@ static lmc_status rehash(tok_strtab *t, size_t nslots) {
         const struct tok_strent *x = &t->ents[i];
         size_t j = x->hash & (nslots - 1);
         while (slots[j].ent >= 0) j = (j + 1) & (nslots - 1);
-        slots[j] = (struct tok_strslot){x->hash, x->len, x->off, (int32_t)i, x->id, {0}};
-        if (x->len <= sizeof slots[j].inline_)
-            memcpy(slots[j].inline_, t->pool.data + x->off, x->len);
+        tok_key k;
+        tok_key_make(&k, t->pool.data + x->off, x->len);
+        slots[j] = (struct tok_strslot){k.w0, k.w1, x->hash, x->len, (int32_t)i, x->id};
     }
     free(t->slots);
     t->slots = slots;
@@ -120,46 +167,65 @@ lmc_status tok_strtab_reserve(tok_strtab *t, size_t n_keys, size_t n_bytes) {
     return LMC_OK;
 }
 
-static size_t find_slot(const tok_strtab *t, const char *s, size_t n, uint32_t h) {
-    size_t mask = t->nslots - 1, j = h & mask;
+static inline size_t find_slot(const tok_strtab *t, const tok_key *k) {
+    size_t mask = t->nslots - 1, j = k->hash & mask;
     for (;;) {
         const struct tok_strslot *x = &t->slots[j];
         if (x->ent < 0) return j;
-        if (x->hash == h && x->len == n &&
-            !memcmp(n <= sizeof x->inline_ ? x->inline_ : t->pool.data + x->off, s, n))
+        if (x->hash == k->hash && x->len == k->len && x->w0 == k->w0 && x->w1 == k->w1 &&
+            (k->len <= 16 ||
+             !memcmp(t->pool.data + t->ents[x->ent].off + 16, k->s + 16, k->len - 16)))
             return j;
         j = (j + 1) & mask;
     }
 }
 
-uint32_t tok_strtab_hash(const char *s, size_t n) {
-    return hash_bytes(s, n);
-}
-
-void tok_strtab_prefetch(const tok_strtab *t, uint32_t hash) {
-    if (t->nslots) __builtin_prefetch(&t->slots[hash & (t->nslots - 1)]);
-}
-
-int32_t tok_strtab_get_hashed(const tok_strtab *t, const char *s, size_t n, uint32_t hash) {
+int32_t tok_strtab_get_key(const tok_strtab *t, const tok_key *k) {
     if (!t->nslots) return -1;
-    const struct tok_strslot *x = &t->slots[find_slot(t, s, n, hash)];
+    const struct tok_strslot *x = &t->slots[find_slot(t, k)];
     return x->ent >= 0 ? x->id : -1;
 }
 
 int32_t tok_strtab_get(const tok_strtab *t, const char *s, size_t n) {
     if (!t->nslots) return -1;
-    const struct tok_strslot *x = &t->slots[find_slot(t, s, n, hash_bytes(s, n))];
-    return x->ent >= 0 ? x->id : -1;
+    tok_key k;
+    tok_key_make(&k, s, n);
+    return tok_strtab_get_key(t, &k);
+}
+
+lmc_status tok_strtab_put_pooled(tok_strtab *t, const tok_key *k, uint32_t off, int32_t id) {
+    if (t->n >= INT32_MAX) return lmc_error(LMC_ERR_LIMIT, "tokenizer: vocabulary too large");
+    lmc_status st;
+    if ((t->n + 1) * 2 > t->nslots && (st = rehash(t, t->nslots ? t->nslots * 2 : 16)) != LMC_OK)
+        return st;
+    size_t j = find_slot(t, k);
+    if (t->slots[j].ent >= 0) {
+        t->ents[t->slots[j].ent].id = id;
+        t->slots[j].id = id;
+        return LMC_OK;
+    }
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 64;
+        void *e = realloc(t->ents, cap * sizeof *t->ents);
+        if (!e) return lmc_error(LMC_ERR_NOMEM, "tokenizer: out of memory (vocab)");
+        t->ents = e;
+        t->cap = cap;
+    }
+    t->ents[t->n] = (struct tok_strent){.off = off, .len = k->len, .id = id, .hash = k->hash};
+    t->slots[j] = (struct tok_strslot){k->w0, k->w1, k->hash, k->len, (int32_t)t->n, id};
+    t->n++;
+    return LMC_OK;
 }
 
 lmc_status tok_strtab_put(tok_strtab *t, const char *s, size_t n, int32_t id) {
     if (n > UINT32_MAX || t->pool.len > UINT32_MAX - n - 1 || t->n >= INT32_MAX)
         return lmc_error(LMC_ERR_LIMIT, "tokenizer: vocabulary too large");
+    tok_key k;
+    tok_key_make(&k, s, n);
     lmc_status st;
     if ((t->n + 1) * 2 > t->nslots && (st = rehash(t, t->nslots ? t->nslots * 2 : 16)) != LMC_OK)
         return st;
-    uint32_t h = hash_bytes(s, n);
-    size_t j = find_slot(t, s, n, h);
+    size_t j = find_slot(t, &k);
     if (t->slots[j].ent >= 0) {
         t->ents[t->slots[j].ent].id = id;
         t->slots[j].id = id;
@@ -174,9 +240,8 @@ lmc_status tok_strtab_put(tok_strtab *t, const char *s, size_t n, int32_t id) {
     }
     uint32_t off = (uint32_t)t->pool.len;
     if ((st = tok_buf_append(&t->pool, s, n)) != LMC_OK) return st;
-    t->ents[t->n] = (struct tok_strent){.off = off, .len = (uint32_t)n, .id = id, .hash = h};
-    t->slots[j] = (struct tok_strslot){h, (uint32_t)n, off, (int32_t)t->n, id, {0}};
-    if (n <= sizeof t->slots[j].inline_) memcpy(t->slots[j].inline_, s, n);
+    t->ents[t->n] = (struct tok_strent){.off = off, .len = k.len, .id = id, .hash = k.hash};
+    t->slots[j] = (struct tok_strslot){k.w0, k.w1, k.hash, k.len, (int32_t)t->n, id};
     t->n++;
     return LMC_OK;
 }

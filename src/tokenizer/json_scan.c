@@ -62,6 +62,12 @@ static lmc_status scan_string(scan *c) {
         }
         if (ch < 0x20) return bad(c, "control character in string");
         if (ch >= 0x80) {
+            /* Fast path: a two-byte sequence (ByteLevel's Ġ, Ċ, ...). */
+            if (ch >= 0xC2 && ch <= 0xDF && c->i + 1 < c->n &&
+                ((unsigned char)c->s[c->i + 1] & 0xC0) == 0x80) {
+                c->i += 2;
+                continue;
+            }
             size_t ok = tok_utf8_valid_prefix(c->s + c->i, c->n - c->i < 4 ? c->n - c->i : 4);
             if (!ok) return bad(c, "invalid UTF-8 in string");
             int32_t cp;
@@ -190,7 +196,8 @@ static lmc_status skip_value(scan *c, int depth) {
         for (;;) {
             if (ch == '{') {
                 skip_ws(c);
-                if ((st = scan_string(c)) != LMC_OK) return st;
+                /* Keys too are checked later, by the real scans or jansson. */
+                if ((st = skip_string(c)) != LMC_OK) return st;
                 skip_ws(c);
                 if (c->i >= c->n || c->s[c->i] != ':') return bad(c, "expected ':'");
                 c->i++;
@@ -221,7 +228,13 @@ static lmc_status skip_value(scan *c, int depth) {
         /* A number: digits with optional fraction and exponent. */
         size_t start = c->i;
         if (c->s[c->i] == '-') c->i++;
-        while (c->i < c->n && strchr("0123456789.eE+-", c->s[c->i])) c->i++;
+        while (c->i < c->n) {
+            char d = c->s[c->i];
+            if (!((d >= '0' && d <= '9') || d == '.' || d == 'e' || d == 'E' || d == '+' ||
+                  d == '-'))
+                break;
+            c->i++;
+        }
         if (c->i == start + (ch == '-')) return bad(c, "bad number");
         return LMC_OK;
     }

@@ -65,23 +65,39 @@ typedef struct tok_strtab {
         uint32_t hash;
     } * ents;
     size_t n, cap;
-    /* Lookups touch only the slot and the key bytes (two cache lines). */
+    /* Lookups of keys up to 16 bytes touch only the slot (half a cache
+     * line): the key sits in it zero-padded, compared as two words. */
     struct tok_strslot {
-        uint32_t hash, len, off;
-        int32_t ent;      /* entry index, -1 = empty */
-        int32_t id;       /* copy of ents[ent].id */
-        char inline_[12]; /* the key when len <= 12: no trip to the pool */
+        uint64_t w0, w1;  /* first 16 key bytes, zero-padded */
+        uint32_t hash, len;
+        int32_t ent; /* entry index, -1 = empty */
+        int32_t id;  /* copy of ents[ent].id */
     } * slots;
     size_t nslots; /* power of two */
 } tok_strtab;
 
+/* A key prepared for lookups: its hash and its first 16 bytes as words. */
+typedef struct tok_key {
+    uint64_t w0, w1;
+    uint32_t hash, len;
+    const char *s; /* the bytes (read only for keys over 16 bytes) */
+} tok_key;
+
+void tok_key_make(tok_key *k, const char *s, size_t n);
+/* Sets k->hash from k->w0, k->w1 and k->len (len <= 16 only): the hash
+ * tok_key_make gives the same bytes. */
+void tok_key_rehash_short(tok_key *k);
 /* Inserts or overwrites (HF builds HashMaps, where a later key wins). */
 lmc_status tok_strtab_put(tok_strtab *t, const char *s, size_t n, int32_t id);
 int32_t tok_strtab_get(const tok_strtab *t, const char *s, size_t n); /* -1 when absent */
 /* The same in steps, so that batches of lookups can prefetch their slots. */
-uint32_t tok_strtab_hash(const char *s, size_t n);
-void tok_strtab_prefetch(const tok_strtab *t, uint32_t hash);
-int32_t tok_strtab_get_hashed(const tok_strtab *t, const char *s, size_t n, uint32_t hash);
+static inline void tok_strtab_prefetch(const tok_strtab *t, uint32_t hash) {
+    if (t->nslots) __builtin_prefetch(&t->slots[hash & (t->nslots - 1)]);
+}
+int32_t tok_strtab_get_key(const tok_strtab *t, const tok_key *k);
+/* Inserts a key whose bytes were already appended to t->pool at `off`
+ * (k->s may point there); a repeated key only takes the new id. */
+lmc_status tok_strtab_put_pooled(tok_strtab *t, const tok_key *k, uint32_t off, int32_t id);
 lmc_status tok_strtab_reserve(tok_strtab *t, size_t n_keys, size_t n_bytes);
 void tok_strtab_free(tok_strtab *t);
 
