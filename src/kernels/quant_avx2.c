@@ -81,8 +81,8 @@ static const struct {
 
 static void gen_unpack_init(gen_unpack *u, int bits) {
     for (int h = 0; h < 2; h++) {
-        u->shuf[h] = _mm256_load_si256((const __m256i *)gen_tables[bits].shuf[h]);
-        u->shift[h] = _mm256_load_si256((const __m256i *)gen_tables[bits].shift[h]);
+        u->shuf[h] = _mm256_loadu_si256((const __m256i *)gen_tables[bits].shuf[h]);
+        u->shift[h] = _mm256_loadu_si256((const __m256i *)gen_tables[bits].shift[h]);
     }
     u->mask = _mm256_set1_epi32((1 << bits) - 1);
     u->bytes16 = 2 * bits;
@@ -213,7 +213,7 @@ void quant_matvec_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const float
             int j = 0;
             for (; j + 8 <= n; j += 8)
                 btot =
-                    _mm256_fmadd_ps(_mm256_load_ps(bi + j), _mm256_loadu_ps(gsum + j0 + j), btot);
+                    _mm256_fmadd_ps(_mm256_loadu_ps(bi + j), _mm256_loadu_ps(gsum + j0 + j), btot);
             for (; j < n; j++) btail += bi[j] * gsum[j0 + j];
         }
         y[r - r0] = hsum256(tot) + (hsum256(btot) + btail);
@@ -256,7 +256,7 @@ static inline __m256 q4_pair(const uint8_t *p, const int8_t *xh, const int8_t *x
         _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)xl)),
                          _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xl + 32))));
     __m256i s32 = _mm256_add_epi32(_mm256_madd_epi16(sh, c255), _mm256_madd_epi16(sl, ones));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(s32), _mm256_load_ps(dexp));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(s32), _mm256_loadu_ps(dexp));
 }
 
 /* scale vector of pair pp (blocks 2pp, 2pp+1) of a segment; shift = log2(g/64) */
@@ -366,12 +366,12 @@ void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const qu
             if (bits == 8) {
                 for (; j + 8 <= n; j += 8)
                     btot = _mm256_fmadd_ps(
-                        _mm256_load_ps(bi + j), _mm256_loadu_ps(gs + j),
-                        _mm256_fmadd_ps(_mm256_load_ps(sc + j), _mm256_loadu_ps(cr + j), btot));
+                        _mm256_loadu_ps(bi + j), _mm256_loadu_ps(gs + j),
+                        _mm256_fmadd_ps(_mm256_loadu_ps(sc + j), _mm256_loadu_ps(cr + j), btot));
                 for (; j < n; j++) tail += bi[j] * gs[j] + sc[j] * cr[j];
             } else {
                 for (; j + 8 <= n; j += 8)
-                    btot = _mm256_fmadd_ps(_mm256_load_ps(bi + j), _mm256_loadu_ps(gs + j), btot);
+                    btot = _mm256_fmadd_ps(_mm256_loadu_ps(bi + j), _mm256_loadu_ps(gs + j), btot);
                 for (; j < n; j++) tail += bi[j] * gs[j];
             }
         }
@@ -456,8 +456,8 @@ void quant_dense_tile_avx2(const float *buf, int nr, int64_t nc, const float *x,
         __m256 a30 = _mm256_setzero_ps(), a31 = _mm256_setzero_ps();
         for (int64_t c = 0; c < nc; c += 8) {
             __m256 x0 = _mm256_loadu_ps(xa + c), x1 = _mm256_loadu_ps(xb + c);
-            __m256 v0 = _mm256_load_ps(w0 + c), v1 = _mm256_load_ps(w1 + c);
-            __m256 v2 = _mm256_load_ps(w2 + c), v3 = _mm256_load_ps(w3 + c);
+            __m256 v0 = _mm256_loadu_ps(w0 + c), v1 = _mm256_loadu_ps(w1 + c);
+            __m256 v2 = _mm256_loadu_ps(w2 + c), v3 = _mm256_loadu_ps(w3 + c);
             /* keep each weight vector in a register: otherwise the compiler
              * folds it into both FMAs as a memory operand (two loads) */
             REG_BARRIER(v0);
@@ -483,10 +483,10 @@ void quant_dense_tile_avx2(const float *buf, int nr, int64_t nc, const float *x,
         __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
         for (int64_t c = 0; c < nc; c += 8) {
             __m256 x0 = _mm256_loadu_ps(xa + c);
-            a0 = _mm256_fmadd_ps(_mm256_load_ps(w0 + c), x0, a0);
-            a1 = _mm256_fmadd_ps(_mm256_load_ps(w1 + c), x0, a1);
-            a2 = _mm256_fmadd_ps(_mm256_load_ps(w2 + c), x0, a2);
-            a3 = _mm256_fmadd_ps(_mm256_load_ps(w3 + c), x0, a3);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + c), x0, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + c), x0, a1);
+            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + c), x0, a2);
+            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + c), x0, a3);
         }
         float *ya = y + t * ldy;
         ya[0] += hsum256(a0), ya[1] += hsum256(a1), ya[2] += hsum256(a2), ya[3] += hsum256(a3);
