@@ -37,10 +37,9 @@ static lmc_status mixtral_load(lmc_model *m) {
         st = lmc_moe_bind(y->moe, w, p, "gate", E, K, H, c->intermediate_size, stacked, per_expert);
         if (st != LMC_OK) return st;
         y->moe->norm_topk = true;
-        snprintf(p, sizeof p, "model.layers.%lld.input_layernorm", (long long)i);
-        if ((st = lmc_norm_bind(&y->attn_norm, w, p, H, eps, 0.0f, false)) != LMC_OK) return st;
-        snprintf(p, sizeof p, "model.layers.%lld.post_attention_layernorm", (long long)i);
-        if ((st = lmc_norm_bind(&y->mlp_norm, w, p, H, eps, 0.0f, false)) != LMC_OK) return st;
+        if ((st = lmc_bind_norm(&b, &y->attn_norm, "input_layernorm", H, eps, 0.0f, false)) ||
+            (st = lmc_bind_norm(&b, &y->mlp_norm, "post_attention_layernorm", H, eps, 0.0f, false)))
+            return st;
     }
     if (c->sliding_window > 0) lmc_decoder_set_sliding(d, c->sliding_window, true);
     return LMC_OK;

@@ -80,10 +80,9 @@ static lmc_status phimoe_load(lmc_model *m) {
         if (st != LMC_OK) return st;
         y->moe->routing = LMC_MOE_SPARSEMIXER;
         y->moe->jitter_eps = jitter;
-        snprintf(p, sizeof p, "model.layers.%lld.input_layernorm", (long long)i);
-        if ((st = lmc_norm_bind(&y->attn_norm, w, p, H, eps, 0.0f, true)) != LMC_OK) return st;
-        snprintf(p, sizeof p, "model.layers.%lld.post_attention_layernorm", (long long)i);
-        if ((st = lmc_norm_bind(&y->mlp_norm, w, p, H, eps, 0.0f, true)) != LMC_OK) return st;
+        if ((st = lmc_bind_norm(&b, &y->attn_norm, "input_layernorm", H, eps, 0.0f, true)) ||
+            (st = lmc_bind_norm(&b, &y->mlp_norm, "post_attention_layernorm", H, eps, 0.0f, true)))
+            return st;
     }
     if (c->sliding_window > 0) lmc_decoder_set_sliding(d, c->sliding_window, true);
     return LMC_OK;
