@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 MODEL ?= tests/fixtures/models/llama-f32
 PROMPT_TOKENS ?= 1,15,27,100,7
 
-.PHONY: all setup build test run fuzz fuzz-run clean format
+.PHONY: all setup build test tsan run fuzz fuzz-run clean format
 
 all: build
 
@@ -30,6 +30,13 @@ test: build
 	tests/tokenizers/fetch.sh $(BUILD)/tokenizers
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# Concurrent sessions on one model under ThreadSanitizer (any report fails).
+tsan:
+	cmake -S . -B build-tsan -DLMC_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake --build build-tsan -j $(JOBS) --target test_concurrency
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1" LMC_TEST_REPS=3 \
+	  build-tsan/tests/test_concurrency
+
 # The main job: generate from a shipped model.
 run: build
 	$(BUILD)/lmc generate --model $(MODEL) --tokens $(PROMPT_TOKENS) --max-tokens 16 --temp 0 --print-ids
@@ -49,7 +56,7 @@ fuzz-run: fuzz
 	done
 
 clean:
-	rm -rf $(BUILD) build-fuzz
+	rm -rf $(BUILD) build-fuzz build-tsan
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -55,7 +55,9 @@ typedef void (*lmc_log_fn)(lmc_log_level level, const char *message, void *user_
 /* Sets the process-wide log sink; NULL silences logging (the default). */
 void lmc_set_log_callback(lmc_log_fn fn, void *user_data);
 
-/* Number of worker threads used by kernels; 0 = number of cores (default). */
+/* Number of threads of the kernels' pool, the calling thread included; 0 =
+ * LMC_NUM_THREADS, else the number of cores (default). Safe to call while
+ * other threads run sessions: it waits for the pool's current job. */
 void lmc_set_num_threads(int n);
 int lmc_get_num_threads(void);
 
@@ -97,8 +99,22 @@ typedef struct lmc_model_info {
 
 void lmc_model_get_info(const lmc_model *model, lmc_model_info *info);
 
-/* A session: a KV cache and scratch buffers over a model. One thread at a
- * time may use a session; several sessions may share one model. */
+/* A session: a KV cache and scratch buffers over a model.
+ *
+ * Threads: one thread at a time may use a session; several sessions may
+ * share one model and run on different threads at once (forward passes only
+ * read the model; per-call state such as MoE expert counts lives in the
+ * session). A loaded model and its tokenizer are read-only after loading;
+ * lmc_model_free must wait until no session of the model is in use.
+ *
+ * The kernels' worker threads are one process-wide pool that serves one
+ * caller at a time. A session that calls into it while another thread's
+ * session holds it runs that loop on its own thread instead of waiting, so
+ * N sessions working at once use the pool's threads plus up to N - 1
+ * application threads, and results are identical to one session running
+ * alone (each output element is computed the same way whoever computes it).
+ * The cost: while one caller holds the pool the others run single-threaded;
+ * with at least as many busy sessions as cores the cores stay busy. */
 typedef struct lmc_session lmc_session;
 
 /* max_tokens: capacity of the KV cache; 0 = max_position_embeddings. */

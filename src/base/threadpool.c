@@ -1,6 +1,14 @@
 /* One persistent pool of worker threads with a fork-join parallel-for.
  * Decode runs a few hundred small parallel loops per token, so workers spin
- * briefly on the job counter before sleeping on a condition variable. */
+ * briefly on the job counter before sleeping on a condition variable.
+ *
+ * Several application threads may call lmc_parallel_for at once (each with
+ * its own session over one model): the pool runs one job at a time, owned
+ * by whoever took job_mu; a caller that finds it taken (another thread's
+ * job, or a call from inside a body) runs its loop inline on its own thread.
+ * No caller waits for another's job and no job's fields are written while
+ * workers read them. The loop bodies compute each output from its index
+ * alone, so the results do not depend on who ran which range. */
 #include "base.h"
 
 #include <pthread.h>
@@ -12,6 +20,7 @@
 #define SPIN_ITERATIONS 20000
 
 typedef struct pool {
+    pthread_mutex_t job_mu; /* held by the caller whose job the workers run */
     int n_threads; /* including the calling thread */
     pthread_t *threads;
     pthread_mutex_t mu;
@@ -26,7 +35,7 @@ typedef struct pool {
     atomic_llong next_chunk;
 } pool;
 
-static pool g_pool;
+static pool g_pool = {.job_mu = PTHREAD_MUTEX_INITIALIZER};
 static int g_requested_threads; /* 0 = default */
 static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool g_started;
@@ -114,41 +123,69 @@ static void pool_start(void) {
     atomic_store(&g_started, true);
 }
 
-static void ensure_started(void) {
-    if (atomic_load_explicit(&g_started, memory_order_acquire)) return;
+static void at_exit_stop(void) {
     pthread_mutex_lock(&g_init_mu);
-    if (!atomic_load(&g_started)) {
-        pool_start();
-        static bool registered;
-        if (!registered) {
-            atexit(pool_stop);
-            registered = true;
-        }
-    }
-    pthread_mutex_unlock(&g_init_mu);
-}
-
-void lmc_set_num_threads(int n) {
-    pthread_mutex_lock(&g_init_mu);
-    g_requested_threads = n < 0 ? 0 : n;
     pool_stop();
     pthread_mutex_unlock(&g_init_mu);
 }
 
-int lmc_get_num_threads(void) {
-    ensure_started();
-    return g_pool.n_threads;
+/* Starts the pool if it is not running; g_init_mu held. */
+static void ensure_started_locked(void) {
+    if (atomic_load(&g_started)) return;
+    pool_start();
+    static bool registered;
+    if (!registered) {
+        atexit(at_exit_stop);
+        registered = true;
+    }
 }
 
-int lmc_thread_count(void) { return lmc_get_num_threads(); }
+void lmc_set_num_threads(int n) {
+    pthread_mutex_lock(&g_init_mu);
+    /* No job may be running while the workers are joined: wait for the
+     * current owner, and keep others inline (their trylock fails). */
+    pthread_mutex_lock(&g_pool.job_mu);
+    g_requested_threads = n < 0 ? 0 : n;
+    pool_stop();
+    pthread_mutex_unlock(&g_pool.job_mu);
+    pthread_mutex_unlock(&g_init_mu);
+}
+
+int lmc_get_num_threads(void) {
+    pthread_mutex_lock(&g_init_mu);
+    ensure_started_locked();
+    int n = g_pool.n_threads;
+    pthread_mutex_unlock(&g_init_mu);
+    return n;
+}
+
+int lmc_thread_count(void) {
+    if (atomic_load_explicit(&g_started, memory_order_acquire)) return g_pool.n_threads;
+    return lmc_get_num_threads();
+}
 
 void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
-    ensure_started();
     pool *p = &g_pool;
-    int workers = p->n_threads;
-    if (workers <= 1 || n <= grain) {
+    if (n <= grain) {
+        fn(ctx, 0, n, 0);
+        return;
+    }
+    if (!atomic_load_explicit(&g_started, memory_order_acquire)) {
+        pthread_mutex_lock(&g_init_mu);
+        ensure_started_locked();
+        pthread_mutex_unlock(&g_init_mu);
+    }
+    /* The pool is busy with another caller's job (or being restarted):
+     * this caller's loop runs on its own thread. */
+    if (pthread_mutex_trylock(&p->job_mu) != 0) {
+        fn(ctx, 0, n, 0);
+        return;
+    }
+    int workers = atomic_load(&g_started) ? p->n_threads : 1;
+    if (workers <= 1) {
+        pthread_mutex_unlock(&p->job_mu);
         fn(ctx, 0, n, 0);
         return;
     }
@@ -178,4 +215,5 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
             sched_yield();
         }
     }
+    pthread_mutex_unlock(&p->job_mu);
 }

@@ -215,7 +215,10 @@ lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *
         if (y->post_attn_norm.weight) lmc_norm_forward(&y->post_attn_norm, tmp, tmp, T, H);
         add_into(x, tmp, T * H);
         lmc_norm_forward(&y->mlp_norm, x, xn, T, H);
-        if (y->moe) st = lmc_moe_forward(y->moe, xn, T, H, tmp);
+        if (y->moe)
+            st = lmc_moe_forward(y->moe, xn, T, H, tmp,
+                                 kv->expert_calls ? kv->expert_calls + l * kv->expert_calls_stride
+                                                  : NULL);
         else st = lmc_mlp_forward(&y->mlp, xn, T, tmp);
         if (st != LMC_OK) break;
         if (y->post_mlp_norm.weight) lmc_norm_forward(&y->post_mlp_norm, tmp, tmp, T, H);

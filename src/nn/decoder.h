@@ -54,8 +54,6 @@ typedef struct lmc_moe {
     /* optional shared expert (qwen2_moe) */
     lmc_mlp *shared;
     lmc_linear shared_gate;
-    /* counts of expert invocations, for tests and stats */
-    int64_t *calls;
 } lmc_moe;
 
 void lmc_moe_free(lmc_moe *m);
@@ -123,7 +121,11 @@ lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *
                                int64_t T, bool all_positions, float *logits);
 
 /* MoE forward over x [T, hidden] into y [T, hidden]. */
-lmc_status lmc_moe_forward(lmc_moe *m, const float *x, int64_t T, int64_t hidden, float *y);
+/* y [T, hidden] = the MoE block of x. calls (may be NULL): the caller's
+ * [n_experts] counters, incremented by the tokens each expert ran on.
+ * Writes nothing in m: several threads may run one model at once. */
+lmc_status lmc_moe_forward(const lmc_moe *m, const float *x, int64_t T, int64_t hidden, float *y,
+                           int64_t *calls);
 lmc_status lmc_mlp_forward(const lmc_mlp *m, const float *x, int64_t T, float *y);
 
 #endif

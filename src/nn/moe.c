@@ -14,7 +14,6 @@ void lmc_moe_free(lmc_moe *m) {
     free(m->up);
     free(m->down);
     free(m->views);
-    free(m->calls);
     if (m->shared) free(m->shared);
     memset(m, 0, sizeof *m);
 }
@@ -49,7 +48,8 @@ typedef struct route {
     float weight;
 } route;
 
-lmc_status lmc_moe_forward(lmc_moe *m, const float *x, int64_t T, int64_t hidden, float *y) {
+lmc_status lmc_moe_forward(const lmc_moe *m, const float *x, int64_t T, int64_t hidden, float *y,
+                           int64_t *calls) {
     int64_t E = m->n_experts, K = m->top_k;
     int64_t I = m->down[0].in;
     if (K > 64 || K > E)
@@ -115,7 +115,7 @@ lmc_status lmc_moe_forward(lmc_moe *m, const float *x, int64_t T, int64_t hidden
                    (size_t)hidden * sizeof(float));
             n++;
         }
-        if (m->calls) m->calls[e] += n;
+        if (calls) calls[e] += n;
         float *g = ge, *u = ge + n * I;
         lmc_linear_forward(&m->gate[e], xe, n, g);
         lmc_linear_forward(&m->up[e], xe, n, u);
@@ -258,8 +258,7 @@ lmc_status lmc_moe_bind(lmc_moe *m, const lmc_weights *w, const char *prefix,
     m->gate = calloc((size_t)n_experts, sizeof *m->gate);
     m->up = calloc((size_t)n_experts, sizeof *m->up);
     m->down = calloc((size_t)n_experts, sizeof *m->down);
-    m->calls = calloc((size_t)n_experts, sizeof *m->calls);
-    if (!m->gate || !m->up || !m->down || !m->calls)
+    if (!m->gate || !m->up || !m->down)
         return lmc_error(LMC_ERR_NOMEM, "out of memory");
     /* mlx-lm's sanitize stacks experts as <prefix>.<stacked[0]>.{gate,up,down}; HF keeps
      * one tensor per expert. Read whichever the file holds, in place. */

@@ -105,6 +105,11 @@ typedef struct lmc_kv_cache {
      * recompute the cache (longrope's switch to long factors); NULL otherwise */
     int32_t *tokens;
     int64_t tokens_cap;
+    /* optional, owned by whoever set it: MoE expert invocation counts of
+     * this cache's forwards, layer l's experts at expert_calls + l *
+     * expert_calls_stride; NULL (the default) counts nothing */
+    int64_t *expert_calls;
+    int64_t expert_calls_stride;
 } lmc_kv_cache;
 
 lmc_status lmc_kv_cache_init(lmc_kv_cache *c, int64_t n_layers, int64_t n_kv_heads,
