@@ -16,6 +16,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The library's exported functions: built with hidden visibility, only
+ * these are visible outside liblmc.so. */
+#if defined(__GNUC__)
+#define LMC_API __attribute__((visibility("default")))
+#else
+#define LMC_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -37,12 +45,12 @@ typedef enum lmc_status {
 } lmc_status;
 
 /* Message of the last failure on this thread; never NULL ("" when none). */
-const char *lmc_last_error(void);
+LMC_API const char *lmc_last_error(void);
 /* Short constant name of a status, e.g. "format error". */
-const char *lmc_status_string(lmc_status status);
+LMC_API const char *lmc_status_string(lmc_status status);
 
 /* Frees memory the library handed to the caller. NULL is fine. */
-void lmc_free(void *ptr);
+LMC_API void lmc_free(void *ptr);
 
 typedef enum lmc_log_level {
     LMC_LOG_DEBUG = 0,
@@ -53,13 +61,13 @@ typedef enum lmc_log_level {
 
 typedef void (*lmc_log_fn)(lmc_log_level level, const char *message, void *user_data);
 /* Sets the process-wide log sink; NULL silences logging (the default). */
-void lmc_set_log_callback(lmc_log_fn fn, void *user_data);
+LMC_API void lmc_set_log_callback(lmc_log_fn fn, void *user_data);
 
 /* Number of threads of the kernels' pool, the calling thread included; 0 =
  * LMC_NUM_THREADS, else the number of cores (default). Safe to call while
  * other threads run sessions: it waits for the pool's current job. */
-void lmc_set_num_threads(int n);
-int lmc_get_num_threads(void);
+LMC_API void lmc_set_num_threads(int n);
+LMC_API int lmc_get_num_threads(void);
 
 /* Numerics of MLX-quantized matmuls, process-wide. exact = 1: activations
  * stay f32 everywhere (the reference path: each group's s*dot(q, x) +
@@ -71,8 +79,8 @@ int lmc_get_num_threads(void);
  * dense weights always take the f32 path. The environment variable
  * LMC_EXACT=1 selects exact until lmc_set_exact is called. Not to be changed
  * while a forward pass runs. */
-void lmc_set_exact(int exact);
-int lmc_get_exact(void);
+LMC_API void lmc_set_exact(int exact);
+LMC_API int lmc_get_exact(void);
 
 /* ---- models ------------------------------------------------------------ */
 
@@ -80,8 +88,8 @@ typedef struct lmc_model lmc_model;
 
 /* Loads a model folder (config.json + safetensors, single or sharded).
  * Weights stay memory-mapped. *out is freed with lmc_model_free. */
-lmc_status lmc_model_load(const char *dir, lmc_model **out);
-void lmc_model_free(lmc_model *model);
+LMC_API lmc_status lmc_model_load(const char *dir, lmc_model **out);
+LMC_API void lmc_model_free(lmc_model *model);
 
 typedef struct lmc_model_info {
     const char *model_type;    /* e.g. "llama"; owned by the model */
@@ -97,7 +105,7 @@ typedef struct lmc_model_info {
                                   experts only); 0 when unknown */
 } lmc_model_info;
 
-void lmc_model_get_info(const lmc_model *model, lmc_model_info *info);
+LMC_API void lmc_model_get_info(const lmc_model *model, lmc_model_info *info);
 
 /* A session: a KV cache and scratch buffers over a model.
  *
@@ -118,18 +126,18 @@ void lmc_model_get_info(const lmc_model *model, lmc_model_info *info);
 typedef struct lmc_session lmc_session;
 
 /* max_tokens: capacity of the KV cache; 0 = max_position_embeddings. */
-lmc_status lmc_session_create(lmc_model *model, int32_t max_tokens, lmc_session **out);
-void lmc_session_free(lmc_session *session);
+LMC_API lmc_status lmc_session_create(lmc_model *model, int32_t max_tokens, lmc_session **out);
+LMC_API void lmc_session_free(lmc_session *session);
 /* Forgets all tokens (the KV cache is emptied). */
-void lmc_session_reset(lmc_session *session);
+LMC_API void lmc_session_reset(lmc_session *session);
 /* Number of tokens held in the cache. */
-int32_t lmc_session_position(const lmc_session *session);
+LMC_API int32_t lmc_session_position(const lmc_session *session);
 
 /* Runs tokens[0..n) after what the session holds, in one batch, appending
  * them to the KV cache. logits_out (may be NULL) receives float32 logits:
  * with all_positions, n x vocab_size (row i after token i); otherwise only
  * the last position's vocab_size values. */
-lmc_status lmc_session_forward(lmc_session *session, const int32_t *tokens, int32_t n,
+LMC_API lmc_status lmc_session_forward(lmc_session *session, const int32_t *tokens, int32_t n,
                                int all_positions, float *logits_out);
 
 /* ---- generation ---------------------------------------------------------- */
@@ -146,7 +154,7 @@ typedef struct lmc_generate_params {
     int ignore_eos;           /* keep going after an end-of-sequence token */
 } lmc_generate_params;
 
-void lmc_generate_params_default(lmc_generate_params *p);
+LMC_API void lmc_generate_params_default(lmc_generate_params *p);
 
 /* Called with each generated token; return non-zero to stop. */
 typedef int (*lmc_token_fn)(int32_t token, void *user_data);
@@ -163,7 +171,7 @@ typedef struct lmc_generate_stats {
 /* Prefills prompt[0..n) in one batch after what the session holds, then
  * samples up to params->max_tokens tokens, calling cb for each. stats may
  * be NULL. A stop from the callback is not an error. */
-lmc_status lmc_generate(lmc_session *session, const int32_t *prompt, int32_t n,
+LMC_API lmc_status lmc_generate(lmc_session *session, const int32_t *prompt, int32_t n,
                         const lmc_generate_params *params, lmc_token_fn cb, void *user_data,
                         lmc_generate_stats *stats);
 
@@ -176,8 +184,8 @@ typedef struct lmc_tokenizer lmc_tokenizer;
  * Hugging Face `tokenizers` does; tokenizer_config.json is not read.
  * Errors: LMC_ERR_NOT_FOUND (no tokenizer.json), LMC_ERR_FORMAT (bad JSON,
  * merges naming unknown tokens, ...), LMC_ERR_UNSUPPORTED. */
-lmc_status lmc_tokenizer_load(const char *dir, lmc_tokenizer **out);
-void lmc_tokenizer_free(lmc_tokenizer *tok);
+LMC_API lmc_status lmc_tokenizer_load(const char *dir, lmc_tokenizer **out);
+LMC_API void lmc_tokenizer_free(lmc_tokenizer *tok);
 
 enum {
     LMC_ENCODE_ADD_SPECIAL = 1u << 0,   /* run the post-processor (BOS etc.) */
@@ -186,29 +194,29 @@ enum {
 
 /* Encodes UTF-8 text; *ids (freed with lmc_free) gets *n_ids ids. Text that
  * is not valid UTF-8 gives LMC_ERR_INVALID_ARG. Thread-safe on one tok. */
-lmc_status lmc_tokenizer_encode(const lmc_tokenizer *tok, const char *text, size_t len,
+LMC_API lmc_status lmc_tokenizer_encode(const lmc_tokenizer *tok, const char *text, size_t len,
                                 unsigned flags, int32_t **ids, size_t *n_ids);
 /* Decodes ids to UTF-8 text; *text is NUL-terminated, freed with lmc_free.
  * As HF, ids without a token are skipped, and with skip_special the special
  * added tokens too; invalid UTF-8 from byte tokens becomes U+FFFD. */
-lmc_status lmc_tokenizer_decode(const lmc_tokenizer *tok, const int32_t *ids, size_t n_ids,
+LMC_API lmc_status lmc_tokenizer_decode(const lmc_tokenizer *tok, const int32_t *ids, size_t n_ids,
                                 int skip_special, char **text, size_t *len);
-int32_t lmc_tokenizer_vocab_size(const lmc_tokenizer *tok);
+LMC_API int32_t lmc_tokenizer_vocab_size(const lmc_tokenizer *tok);
 /* Id of a token's exact text (added tokens included), or -1. */
-int32_t lmc_tokenizer_token_to_id(const lmc_tokenizer *tok, const char *token);
+LMC_API int32_t lmc_tokenizer_token_to_id(const lmc_tokenizer *tok, const char *token);
 
 /* Streaming detokenizer: feed ids one at a time, get complete UTF-8 only.
  * The concatenation of all pushes and the flush equals lmc_tokenizer_decode
  * of all ids; work per id is bounded by a small window of recent ids. */
 typedef struct lmc_detokenizer lmc_detokenizer;
-lmc_status lmc_detokenizer_create(const lmc_tokenizer *tok, int skip_special,
+LMC_API lmc_status lmc_detokenizer_create(const lmc_tokenizer *tok, int skip_special,
                                   lmc_detokenizer **out);
 /* Appends id; *text (owned by the detokenizer, valid until the next call)
  * gets the newly completed text, possibly empty. */
-lmc_status lmc_detokenizer_push(lmc_detokenizer *d, int32_t id, const char **text, size_t *len);
+LMC_API lmc_status lmc_detokenizer_push(lmc_detokenizer *d, int32_t id, const char **text, size_t *len);
 /* Returns whatever is still held back (e.g. an incomplete UTF-8 tail). */
-lmc_status lmc_detokenizer_flush(lmc_detokenizer *d, const char **text, size_t *len);
-void lmc_detokenizer_free(lmc_detokenizer *d);
+LMC_API lmc_status lmc_detokenizer_flush(lmc_detokenizer *d, const char **text, size_t *len);
+LMC_API void lmc_detokenizer_free(lmc_detokenizer *d);
 
 /* ---- chat templates ---------------------------------------------------- */
 
@@ -230,7 +238,7 @@ void lmc_detokenizer_free(lmc_detokenizer *d);
  * limits are hit, LMC_ERR_NOT_FOUND when there is no template,
  * LMC_ERR_INVALID_ARG for bad JSON arguments. *out (NUL-terminated, *len
  * bytes) is freed with lmc_free. */
-lmc_status lmc_chat_template_render(const char *dir, const char *messages_json,
+LMC_API lmc_status lmc_chat_template_render(const char *dir, const char *messages_json,
                                     int add_generation_prompt, const char *extra_vars_json,
                                     char **out, size_t *len);
 
@@ -259,7 +267,7 @@ typedef struct lmc_convert_params {
     int force;               /* replace an existing output model folder */
 } lmc_convert_params;
 
-void lmc_convert_params_default(lmc_convert_params *p);
+LMC_API void lmc_convert_params_default(lmc_convert_params *p);
 
 /* Progress: bytes of output tensors written so far of total; tensor names
  * the one just done (NULL for the final call). Return non-zero to stop. */
@@ -280,7 +288,7 @@ typedef int (*lmc_convert_progress_fn)(uint64_t done_bytes, uint64_t total_bytes
  * quantize and dequantize, output exists), LMC_ERR_NOT_FOUND / LMC_ERR_IO /
  * LMC_ERR_FORMAT for the input, LMC_ERR_UNSUPPORTED (quantizing an
  * already-quantized model), LMC_ERR_IO for writes. progress may be NULL. */
-lmc_status lmc_convert(const lmc_convert_params *params, lmc_convert_progress_fn progress,
+LMC_API lmc_status lmc_convert(const lmc_convert_params *params, lmc_convert_progress_fn progress,
                        void *user_data);
 
 #ifdef __cplusplus

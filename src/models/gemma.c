@@ -31,5 +31,4 @@ static const lmc_config_defaults gemma_defaults = {
     .rms_norm_eps = 1e-6, .max_position_embeddings = 8192, .tie_word_embeddings = true,
     .sliding_window = 0, .bos_token_id = 2, .eos_token_id = 1};
 
-const lmc_arch lmc_arch_gemma = {"gemma", &gemma_defaults, gemma_load, lmc_decoder_model_free,
-                                 lmc_decoder_model_forward};
+const lmc_arch lmc_arch_gemma = {"gemma", &gemma_defaults, gemma_load, LMC_DECODER_HOOKS};

@@ -74,5 +74,4 @@ static const lmc_config_defaults gemma2_defaults = {.rms_norm_eps = 1e-6,
                                                     .bos_token_id = 2,
                                                     .eos_token_id = 1};
 
-const lmc_arch lmc_arch_gemma2 = {"gemma2", &gemma2_defaults, gemma2_load, lmc_decoder_model_free,
-                                  lmc_decoder_model_forward};
+const lmc_arch lmc_arch_gemma2 = {"gemma2", &gemma2_defaults, gemma2_load, LMC_DECODER_HOOKS};

@@ -114,4 +114,4 @@ static const lmc_config_defaults gemma3_defaults = {.rms_norm_eps = 1e-6,
                                                     .eos_token_id = 1};
 
 const lmc_arch lmc_arch_gemma3_text = {"gemma3_text", &gemma3_defaults, gemma3_load,
-                                       lmc_decoder_model_free, lmc_decoder_model_forward};
+                                       LMC_DECODER_HOOKS};

@@ -23,18 +23,6 @@ static lmc_status llama_load(lmc_model *m) {
     return LMC_OK;
 }
 
-void lmc_decoder_model_free(lmc_model *m) {
-    if (!m->impl) return;
-    lmc_decoder_free(m->impl);
-    free(m->impl);
-    m->impl = NULL;
-}
-
-lmc_status lmc_decoder_model_forward(lmc_model *m, lmc_kv_cache *kv, const int32_t *tokens,
-                                     int64_t T, bool all_positions, float *logits) {
-    return lmc_decoder_forward(m->impl, kv, tokens, T, all_positions, logits);
-}
-
 static const lmc_config_defaults llama_defaults = {
     .rms_norm_eps = 1e-6, .max_position_embeddings = 2048, .tie_word_embeddings = false,
     .sliding_window = 0, .bos_token_id = 1, .eos_token_id = 2};
@@ -42,7 +30,6 @@ static const lmc_config_defaults mistral_defaults = {
     .rms_norm_eps = 1e-6, .max_position_embeddings = 4096 * 32, .tie_word_embeddings = false,
     .sliding_window = 4096, .bos_token_id = 1, .eos_token_id = 2};
 
-const lmc_arch lmc_arch_llama = {"llama", &llama_defaults, llama_load, lmc_decoder_model_free,
-                                 lmc_decoder_model_forward};
+const lmc_arch lmc_arch_llama = {"llama", &llama_defaults, llama_load, LMC_DECODER_HOOKS};
 const lmc_arch lmc_arch_mistral = {"mistral", &mistral_defaults, llama_load,
-                                   lmc_decoder_model_free, lmc_decoder_model_forward};
+                                   LMC_DECODER_HOOKS};

@@ -53,4 +53,4 @@ static const lmc_config_defaults mixtral_defaults = {.rms_norm_eps = 1e-5,
                                                      .eos_token_id = 2};
 
 const lmc_arch lmc_arch_mixtral = {"mixtral", &mixtral_defaults, mixtral_load,
-                                   lmc_decoder_model_free, lmc_decoder_model_forward};
+                                   LMC_DECODER_HOOKS};

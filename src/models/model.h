@@ -2,8 +2,8 @@
 #ifndef LMC_MODEL_H
 #define LMC_MODEL_H
 
-#include "models/config.h"
-#include "nn/nn.h"
+#include "nn/config.h"
+#include "nn/decoder.h"
 
 typedef struct lmc_arch lmc_arch;
 
@@ -33,12 +33,22 @@ struct lmc_arch {
     lmc_status (*load)(lmc_model *m);
     void (*free)(lmc_model *m);
     lmc_forward_fn forward;
+    /* The model's lmc_decoder, for architectures built on the shared
+     * decoder (session setup reads its sliding windows, stats its bytes per
+     * token); NULL for an architecture with a forward of its own. */
+    const lmc_decoder *(*decoder)(const lmc_model *m);
 };
 
-/* free and forward for architectures whose impl is an lmc_decoder. */
+/* The shared decoder's hooks (models/decoder_model.c), for architectures
+ * whose load puts an lmc_decoder in m->impl: end the table entry with
+ *   const lmc_arch lmc_arch_x = {"x", &x_defaults, x_load, LMC_DECODER_HOOKS}; */
 void lmc_decoder_model_free(lmc_model *m);
 lmc_status lmc_decoder_model_forward(lmc_model *m, lmc_kv_cache *kv, const int32_t *tokens,
                                      int64_t T, bool all_positions, float *logits);
+const lmc_decoder *lmc_decoder_model_decoder(const lmc_model *m);
+#define LMC_DECODER_HOOKS                                                                     \
+    .free = lmc_decoder_model_free, .forward = lmc_decoder_model_forward,                     \
+    .decoder = lmc_decoder_model_decoder
 
 /* The table mapping model_type to an architecture (models/registry.c). */
 const lmc_arch *lmc_arch_find(const char *model_type);

@@ -161,4 +161,4 @@ static const lmc_config_defaults openelm_defaults = {.rms_norm_eps = 1e-6,
                                                      .eos_token_id = 2};
 
 const lmc_arch lmc_arch_openelm = {"openelm", &openelm_defaults, openelm_load,
-                                   lmc_decoder_model_free, lmc_decoder_model_forward};
+                                   LMC_DECODER_HOOKS};

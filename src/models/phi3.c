@@ -55,5 +55,4 @@ static const lmc_config_defaults phi3_defaults = {
     .rms_norm_eps = 1e-5, .max_position_embeddings = 4096, .tie_word_embeddings = false,
     .sliding_window = 0, .bos_token_id = 1, .eos_token_id = 32000};
 
-const lmc_arch lmc_arch_phi3 = {"phi3", &phi3_defaults, phi3_load, lmc_decoder_model_free,
-                                lmc_decoder_model_forward};
+const lmc_arch lmc_arch_phi3 = {"phi3", &phi3_defaults, phi3_load, LMC_DECODER_HOOKS};

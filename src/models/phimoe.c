@@ -95,5 +95,4 @@ static const lmc_config_defaults phimoe_defaults = {.rms_norm_eps = 1e-5,
                                                     .bos_token_id = 1,
                                                     .eos_token_id = 2};
 
-const lmc_arch lmc_arch_phimoe = {"phimoe", &phimoe_defaults, phimoe_load, lmc_decoder_model_free,
-                                  lmc_decoder_model_forward};
+const lmc_arch lmc_arch_phimoe = {"phimoe", &phimoe_defaults, phimoe_load, LMC_DECODER_HOOKS};

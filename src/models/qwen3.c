@@ -60,5 +60,4 @@ static const lmc_config_defaults qwen3_defaults = {.rms_norm_eps = 1e-6,
                                                    .bos_token_id = -1,
                                                    .eos_token_id = -1};
 
-const lmc_arch lmc_arch_qwen3 = {"qwen3", &qwen3_defaults, qwen3_load, lmc_decoder_model_free,
-                                 lmc_decoder_model_forward};
+const lmc_arch lmc_arch_qwen3 = {"qwen3", &qwen3_defaults, qwen3_load, LMC_DECODER_HOOKS};

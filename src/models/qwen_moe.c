@@ -139,6 +139,6 @@ static const lmc_config_defaults qwen_moe_defaults = {.rms_norm_eps = 1e-6,
                                                       .eos_token_id = -1};
 
 const lmc_arch lmc_arch_qwen2_moe = {"qwen2_moe", &qwen_moe_defaults, qwen2_moe_load,
-                                     lmc_decoder_model_free, lmc_decoder_model_forward};
+                                     LMC_DECODER_HOOKS};
 const lmc_arch lmc_arch_qwen3_moe = {"qwen3_moe", &qwen_moe_defaults, qwen3_moe_load,
-                                     lmc_decoder_model_free, lmc_decoder_model_forward};
+                                     LMC_DECODER_HOOKS};

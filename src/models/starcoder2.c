@@ -64,4 +64,4 @@ static const lmc_config_defaults starcoder2_defaults = {.rms_norm_eps = 1e-5,
                                                         .eos_token_id = 50256};
 
 const lmc_arch lmc_arch_starcoder2 = {"starcoder2", &starcoder2_defaults, starcoder2_load,
-                                      lmc_decoder_model_free, lmc_decoder_model_forward};
+                                      LMC_DECODER_HOOKS};

@@ -5,7 +5,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
-#include "models/config.h"
+#include "nn/config.h"
 #include "tensor/safetensors.h"
 
 /* ---- linear ---- */

@@ -1,4 +1,4 @@
-#include "models/config.h"
+#include "nn/config.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* Public model and session API over the architecture table. */
+/* The public model and session functions over the architecture table. */
 #include "models/model.h"
 #include "nn/decoder.h"
 
@@ -63,8 +63,8 @@ void lmc_model_get_info(const lmc_model *m, lmc_model_info *info) {
     info->eos_token_ids = m->cfg.eos_token_ids;
     info->num_eos_token_ids = m->cfg.n_eos;
     info->weight_bytes = m->weights.total_bytes;
-    if (m->arch->forward == lmc_decoder_model_forward && m->impl)
-        info->decode_bytes = lmc_decoder_bytes_per_token(m->impl);
+    const lmc_decoder *d = m->arch->decoder && m->impl ? m->arch->decoder(m) : NULL;
+    if (d) info->decode_bytes = lmc_decoder_bytes_per_token(d);
 }
 
 lmc_status lmc_session_create(lmc_model *model, int32_t max_tokens, lmc_session **out) {
@@ -86,7 +86,7 @@ lmc_status lmc_session_create(lmc_model *model, int32_t max_tokens, lmc_session 
      * by their window; full-attention layers keep every position. Not with
      * longrope: its switch to the long factors re-runs the whole sequence in
      * one batch, which needs every position kept. */
-    const lmc_decoder *d = model->arch->forward == lmc_decoder_model_forward ? model->impl : NULL;
+    const lmc_decoder *d = model->arch->decoder ? model->arch->decoder(model) : NULL;
     if (st == LMC_OK && d && !d->rope.long_inv_freq) {
         for (int64_t l = 0; l < d->n_layers && st == LMC_OK; l++)
             if (d->layers[l].sliding_window > 0)
