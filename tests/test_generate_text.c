@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "helpers/skip.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +31,7 @@ static void test_story_text(void **state) {
     (void)state;
     const char *dir = LMC_SHARED_DIR "/real-models/stories260K-hf";
     json_t *e = json_load_file(LMC_SHARED_DIR "/real-models/stories260K-hf/expect.json", 0, NULL);
-    if (!e) skip();
+    if (!e) TEST_SKIP("no %s/real-models/stories260K-hf (the shared real model)", LMC_SHARED_DIR);
     json_t *story = json_object_get(e, "story");
     const char *want = json_string_value(json_object_get(story, "greedy_text"));
     char cmd[1024];
@@ -62,7 +64,7 @@ static void test_chat_prompt_and_bad_input(void **state) {
     (void)state;
     const char *dir = LMC_SHARED_DIR "/conformance/llama-hf";
     json_t *e = json_load_file(LMC_SHARED_DIR "/conformance/llama-hf/expect.json", 0, NULL);
-    if (!e) skip();
+    if (!e) TEST_SKIP("no %s/conformance/llama-hf (the shared reference set)", LMC_SHARED_DIR);
     char cmd[1024];
     /* a templated prompt runs and streams something */
     snprintf(cmd, sizeof cmd,

