@@ -645,12 +645,89 @@ static void test_fixture_script(void **state) {
     assert_int_equal(rc, 0);
 }
 
+
+/* ---- MoE layouts: per-expert Hugging Face folders stack as mlx-lm does ---- */
+
+#define ARCH_B LMC_SOURCE_DIR "/tests/fixtures/arch-b"
+
+/* Converts a per-expert folder dense and 8-bit: both hold mlx-lm's stacked
+ * <block>.switch_mlp.* tensors and no per-expert ones, the dense one gives
+ * the source's logits, the quantized one close ones. */
+static void check_moe_convert(const char *in, const char *tag, const char *block) {
+    int32_t prompt[9];
+    for (int i = 0; i < 9; i++) prompt[i] = (int32_t)(i * 37 + 5) % 256;
+    size_t v0, v1, v2;
+    float *ref = run_logits(in, prompt, 9, &v0);
+    assert_non_null(ref);
+    char dense[512], q8[512], name[256];
+    snprintf(dense, sizeof dense, TMP "/moe-%s-dense", tag);
+    snprintf(q8, sizeof q8, TMP "/moe-%s-q8", tag);
+    assert_int_equal(convert(in, dense, 0, 0, 0, LMC_CONVERT_DTYPE_F32, NULL, 0), LMC_OK);
+    assert_int_equal(convert(in, q8, 1, 8, 32, 0, NULL, 0), LMC_OK);
+    const char *outs[2] = {dense, q8};
+    for (int k = 0; k < 2; k++) {
+        lmc_weights w;
+        assert_int_equal(lmc_weights_open(outs[k], &w), LMC_OK);
+        for (int l = 0; l < 2; l++) {
+            static const char *const to[3] = {"gate_proj", "up_proj", "down_proj"};
+            for (int j = 0; j < 3; j++) {
+                snprintf(name, sizeof name, "model.layers.%d.%s.switch_mlp.%s.weight", l, block,
+                         to[j]);
+                if (!lmc_weights_find(&w, name)) print_error("%s: no %s\n", outs[k], name);
+                assert_non_null(lmc_weights_find(&w, name));
+            }
+        }
+        for (size_t i = 0; i < w.n_tensors; i++) {
+            if (strstr(w.index[i]->name, ".experts.")) print_error("%s\n", w.index[i]->name);
+            assert_null(strstr(w.index[i]->name, ".experts."));
+        }
+        lmc_weights_close(&w);
+    }
+    float *ld = run_logits(dense, prompt, 9, &v1);
+    float *lq = run_logits(q8, prompt, 9, &v2);
+    assert_non_null(ld);
+    assert_non_null(lq);
+    assert_int_equal(v1, v0);
+    assert_int_equal(v2, v0);
+    double ed = rel_l2(ld, ref, 9 * v0), eq = rel_l2(lq, ref, 9 * v0);
+    print_message("%-22s dense %.2e  q8 %.2e\n", tag, ed, eq);
+    assert_true(ed < 1e-5);
+    assert_true(eq < 2e-2);
+    free(ref);
+    free(ld);
+    free(lq);
+}
+
+static void test_moe_layouts(void **state) {
+    (void)state;
+    check_moe_convert(ARCH_B "/phimoe", "phimoe", "block_sparse_moe");
+    /* transformers 5 writes num_local_experts for qwen3_moe, the hub's
+     * configs num_experts: both convert */
+    check_moe_convert(ARCH_B "/qwen3_moe", "qwen3_moe-num_local", "mlp");
+    const char *dir = TMP "/qwen3_moe-num_experts";
+    assert_int_equal(system("rm -rf " TMP "/qwen3_moe-num_experts"), 0);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    json_t *cfg = json_load_file(ARCH_B "/qwen3_moe/config.json", 0, NULL);
+    assert_non_null(cfg);
+    json_t *n = json_object_get(cfg, "num_local_experts");
+    assert_non_null(n);
+    json_object_set(cfg, "num_experts", n);
+    json_object_del(cfg, "num_local_experts");
+    assert_int_equal(json_dump_file(cfg, TMP "/qwen3_moe-num_experts/config.json", JSON_INDENT(2)), 0);
+    json_decref(cfg);
+    assert_int_equal(lmc_copy_file(ARCH_B "/qwen3_moe/model.safetensors",
+                                   TMP "/qwen3_moe-num_experts/model.safetensors"),
+                     LMC_OK);
+    check_moe_convert(dir, "qwen3_moe-num_experts", "mlp");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_hashes),
         cmocka_unit_test(test_roundtrip_logits),
         cmocka_unit_test(test_conformance),
         cmocka_unit_test(test_mixed),
+        cmocka_unit_test(test_moe_layouts),
         cmocka_unit_test(test_shards),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_cli),

@@ -171,7 +171,7 @@ static cv_tensor *find_tensor(const plan *pl, const char *name) {
 static lmc_status build_tensors(plan *pl) {
     const json_t *c = pl->cfg.json;
     const lmc_expert_stacking *stk = lmc_expert_stacking_find(pl->cfg.model_type);
-    int64_t E = stk ? lmc_json_int(c, stk->count_key, 0, NULL) : 0;
+    int64_t E = stk ? lmc_expert_count(stk, c) : 0;
     bool tied = lmc_config_tied(c);
     pl->t = calloc(pl->w.n_tensors + 1, sizeof *pl->t);
     if (!pl->t) return lmc_error(LMC_ERR_NOMEM, "out of memory");
@@ -184,9 +184,9 @@ static lmc_status build_tensors(plan *pl) {
         if (stk && match_expert(stk, src->name, &e, stacked, sizeof stacked)) {
             if (E <= 0)
                 return lmc_error(LMC_ERR_FORMAT,
-                                 "%s: per-expert tensor '%s' but config.json has "
-                                 "no '%s'",
-                                 pl->p->input_dir, src->name, stk->count_key);
+                                 "%s: per-expert tensor '%s' but config.json's expert "
+                                 "count (num_experts / num_local_experts) is %lld",
+                                 pl->p->input_dir, src->name, (long long)E);
             if (e >= E)
                 return lmc_error(LMC_ERR_FORMAT, "%s: '%s': expert %lld of %lld", pl->p->input_dir,
                                  src->name, (long long)e, (long long)E);

@@ -19,11 +19,13 @@ static lmc_status mixtral_load(lmc_model *m) {
     if (st != LMC_OK) return st;
     if ((st = lmc_decoder_bind_ends(d, w, 0.0f)) != LMC_OK) return st;
     int64_t H = d->hidden, hd = d->head_dim, nh = d->n_heads, nkv = d->n_kv_heads;
-    int64_t E = lmc_json_int(c->json, "num_local_experts", 8, NULL);
+    const lmc_expert_stacking *stk = lmc_expert_stacking_find(c->model_type);
+    if (!stk) return lmc_error(LMC_ERR_UNSUPPORTED, "%s: no expert names", c->model_type);
+    int64_t E = lmc_expert_count(stk, c->json);
+    lmc_expert_names names;
+    lmc_expert_names_of(stk, &names);
     int64_t K = lmc_json_int(c->json, "num_experts_per_tok", 2, NULL);
     float eps = (float)c->rms_norm_eps;
-    static const char *const stacked[4] = {"switch_mlp", "gate_proj", "up_proj", "down_proj"};
-    static const char *const per_expert[3] = {"experts.%d.w1", "experts.%d.w3", "experts.%d.w2"};
     lmc_binder b = {.w = w, .arch = c->model_type};
     for (int64_t i = 0; i < d->n_layers; i++) {
         lmc_decoder_layer *y = &d->layers[i];
@@ -33,8 +35,8 @@ static lmc_status mixtral_load(lmc_model *m) {
         if ((st = lmc_bind_attention(&b, y, H, nh, nkv, hd, false, false)) != LMC_OK) return st;
         y->moe = calloc(1, sizeof *y->moe);
         if (!y->moe) return lmc_error(LMC_ERR_NOMEM, "out of memory");
-        snprintf(p, sizeof p, "model.layers.%lld.block_sparse_moe", (long long)i);
-        st = lmc_moe_bind(y->moe, w, p, "gate", E, K, H, c->intermediate_size, stacked, per_expert);
+        snprintf(p, sizeof p, "model.layers.%lld.%s", (long long)i, stk->block);
+        st = lmc_moe_bind(y->moe, w, p, "gate", E, K, H, c->intermediate_size, names.stacked, names.per_expert);
         if (st != LMC_OK) return st;
         y->moe->norm_topk = true;
         if ((st = lmc_bind_norm(&b, &y->attn_norm, "input_layernorm", H, eps, 0.0f, false)) ||

@@ -55,22 +55,35 @@ const lmc_arch *lmc_arch_find(const char *model_type);
 /* "llama, mistral, ..." for error messages. */
 const char *lmc_arch_names(void);
 
-/* mlx-lm's sanitize() as convert needs it, one table for all architectures
- * (models/sanitize.c): how per-expert MoE weights of a Hugging Face
- * checkpoint are stacked into the switch_mlp tensors [E, out, in] that
- * mlx-lm writes, e.g. mixtral's
+/* The MoE expert names of each architecture, one table for loading and
+ * convert (models/sanitize.c). Hugging Face checkpoints keep one tensor per
+ * expert, <block>.experts.E.<from>; mlx-lm's sanitize() stacks them into
+ * the switch_mlp tensors [E, out, in] <block>.switch_mlp.<to>, e.g.
+ * mixtral's
  *   model.layers.N.block_sparse_moe.experts.E.w1.weight
- *     -> model.layers.N.block_sparse_moe.switch_mlp.gate_proj.weight. */
+ *     -> model.layers.N.block_sparse_moe.switch_mlp.gate_proj.weight.
+ * from/to are in the order gate, up, down. */
 typedef struct lmc_expert_stacking {
     const char *model_type;
-    const char *block;     /* module under model.layers.N holding the experts */
-    const char *count_key; /* config.json key with the number of experts */
-    const char *from[3];   /* per-expert module names: <block>.experts.E.<from> */
-    const char *to[3];     /* stacked names: <block>.switch_mlp.<to> */
+    const char *block;   /* module under model.layers.N holding the experts */
+    const char *from[3]; /* per-expert module names: <block>.experts.E.<from> */
+    const char *to[3];   /* stacked names: <block>.switch_mlp.<to> */
+    int64_t default_experts; /* the count when config.json has none */
 } lmc_expert_stacking;
 
-/* NULL when the architecture has no per-expert layout to stack. */
+/* NULL when the architecture has no MoE experts. */
 const lmc_expert_stacking *lmc_expert_stacking_find(const char *model_type);
+/* The number of experts of a config.json: num_experts (hub configs of the
+ * Qwen MoEs) or num_local_experts (Mixtral, PhiMoE, and transformers 5's
+ * Qwen MoE files), else the architecture's default. */
+int64_t lmc_expert_count(const lmc_expert_stacking *s, const json_t *config);
+/* The names lmc_moe_bind takes, from the table. */
+typedef struct lmc_expert_names {
+    const char *stacked[4];    /* {"switch_mlp", gate, up, down} */
+    const char *per_expert[3]; /* "experts.%d.<from>" for gate, up, down */
+    char buf[3][64];
+} lmc_expert_names;
+void lmc_expert_names_of(const lmc_expert_stacking *s, lmc_expert_names *out);
 /* Whether mlx-lm's sanitize drops the tensor (precomputed rotary inv_freq). */
 bool lmc_sanitize_drops(const char *name);
 /* tie_word_embeddings of a config.json: its value, else the architecture's

@@ -46,14 +46,16 @@ static lmc_status phimoe_load(lmc_model *m) {
                (size_t)(d->rope.rotary_dim / 2) * sizeof(float));
     }
     int64_t H = d->hidden, hd = d->head_dim, nh = d->n_heads, nkv = d->n_kv_heads;
-    int64_t E = lmc_json_int(c->json, "num_local_experts", 16, NULL);
+    const lmc_expert_stacking *stk = lmc_expert_stacking_find(c->model_type);
+    if (!stk) return lmc_error(LMC_ERR_UNSUPPORTED, "%s: no expert names", c->model_type);
+    int64_t E = lmc_expert_count(stk, c->json);
+    lmc_expert_names names;
+    lmc_expert_names_of(stk, &names);
     int64_t K = lmc_json_int(c->json, "num_experts_per_tok", 2, NULL);
     float jitter = (float)lmc_json_number(c->json, "router_jitter_noise", 0.01, NULL);
     bool lm_head_bias = lmc_json_bool(c->json, "lm_head_bias", false, NULL);
     bool bias = c->attention_bias;
     float eps = (float)c->rms_norm_eps;
-    static const char *const stacked[4] = {"switch_mlp", "gate_proj", "up_proj", "down_proj"};
-    static const char *const per_expert[3] = {"experts.%d.w1", "experts.%d.w3", "experts.%d.w2"};
 
     if ((st = lmc_embedding_bind(&d->embed, w, "model.embed_tokens.weight", d->vocab, H)) != LMC_OK)
         return st;
@@ -72,11 +74,11 @@ static lmc_status phimoe_load(lmc_model *m) {
         if ((st = lmc_bind_attention(&b, y, H, nh, nkv, hd, bias, bias)) != LMC_OK) return st;
         y->moe = calloc(1, sizeof *y->moe);
         if (!y->moe) return lmc_error(LMC_ERR_NOMEM, "out of memory");
-        snprintf(p, sizeof p, "model.layers.%lld.block_sparse_moe", (long long)i);
+        snprintf(p, sizeof p, "model.layers.%lld.%s", (long long)i, stk->block);
         char router[32] = "gate", name[300];
         snprintf(name, sizeof name, "%s.router.weight", p);
         if (lmc_weights_find(w, name)) snprintf(router, sizeof router, "router");
-        st = lmc_moe_bind(y->moe, w, p, router, E, K, H, c->intermediate_size, stacked, per_expert);
+        st = lmc_moe_bind(y->moe, w, p, router, E, K, H, c->intermediate_size, names.stacked, names.per_expert);
         if (st != LMC_OK) return st;
         y->moe->routing = LMC_MOE_SPARSEMIXER;
         y->moe->jitter_eps = jitter;

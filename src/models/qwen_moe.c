@@ -52,9 +52,11 @@ static lmc_status qwen_moe_load(lmc_model *m, bool qwen3) {
     if ((st = lmc_activation_parse(c->hidden_act, &act)) != LMC_OK) return st;
     if ((st = lmc_decoder_bind_ends(d, w, 0.0f)) != LMC_OK) return st;
     int64_t H = d->hidden, hd = d->head_dim, nh = d->n_heads, nkv = d->n_kv_heads;
-    /* Hub configs say num_experts; transformers 5 writes num_local_experts. */
-    int64_t E = lmc_json_int(j, "num_local_experts", qwen3 ? 128 : 60, NULL);
-    E = lmc_json_int(j, "num_experts", E, NULL);
+    const lmc_expert_stacking *stk = lmc_expert_stacking_find(c->model_type);
+    if (!stk) return lmc_error(LMC_ERR_UNSUPPORTED, "%s: no expert names", c->model_type);
+    int64_t E = lmc_expert_count(stk, c->json);
+    lmc_expert_names names;
+    lmc_expert_names_of(stk, &names);
     int64_t K = lmc_json_int(j, "num_experts_per_tok", qwen3 ? 8 : 4, NULL);
     int64_t moe_I = lmc_json_int(j, "moe_intermediate_size", qwen3 ? 768 : 1408, NULL);
     int64_t shared_I = lmc_json_int(j, "shared_expert_intermediate_size", 5632, NULL);
@@ -66,9 +68,6 @@ static lmc_status qwen_moe_load(lmc_model *m, bool qwen3) {
     bool qkv_bias = qwen3 ? c->attention_bias : lmc_json_bool(j, "qkv_bias", has_bias, NULL);
     bool o_bias = qwen3 ? c->attention_bias : false;
     float eps = (float)c->rms_norm_eps;
-    static const char *const stacked[4] = {"switch_mlp", "gate_proj", "up_proj", "down_proj"};
-    static const char *const per_expert[3] = {"experts.%d.gate_proj", "experts.%d.up_proj",
-                                              "experts.%d.down_proj"};
     for (int64_t i = 0; i < d->n_layers; i++) {
         lmc_decoder_layer *y = &d->layers[i];
         char p[256];
@@ -100,7 +99,7 @@ static lmc_status qwen_moe_load(lmc_model *m, bool qwen3) {
         }
         lmc_moe *moe = y->moe = calloc(1, sizeof *y->moe);
         if (!moe) return lmc_error(LMC_ERR_NOMEM, "out of memory");
-        if ((st = lmc_moe_bind(moe, w, p, "gate", E, K, H, moe_I, stacked, per_expert)) != LMC_OK)
+        if ((st = lmc_moe_bind(moe, w, p, "gate", E, K, H, moe_I, names.stacked, names.per_expert)) != LMC_OK)
             return st;
         moe->norm_topk = norm_topk;
         if (qwen3) continue;
