@@ -1,9 +1,9 @@
 /* Writes a Llama-shaped model folder with random weights, for benchmarks:
- *   build/bench/make_random_model OUTDIR [bf16|f16|f32|q4|q8] [hidden layers vocab intermediate heads kv_heads [experts top_k]]
- * defaults: bf16, hidden 2048, 16 layers, vocab 32000, intermediate 5632, 32 heads, 4 KV heads.
- * q4/q8: MLX affine 4/8-bit, group 64, bf16 scales (every Linear and the embedding), as
- * mlx_lm.convert -q writes it. With experts > 0 the model is a Mixtral: each layer's MLP is a
- * router plus stacked switch_mlp experts [experts, out, in] (mlx-lm's layout). */
+ *   build/bench/make_random_model OUTDIR [bf16|f16|f32|q4|q8] [hidden layers vocab intermediate
+ * heads kv_heads [experts top_k]] defaults: bf16, hidden 2048, 16 layers, vocab 32000, intermediate
+ * 5632, 32 heads, 4 KV heads. q4/q8: MLX affine 4/8-bit, group 64, bf16 scales (every Linear and
+ * the embedding), as mlx_lm.convert -q writes it. With experts > 0 the model is a Mixtral: each
+ * layer's MLP is a router plus stacked switch_mlp experts [experts, out, in] (mlx-lm's layout). */
 #include "kernels/quant.h"
 #include "tensor/safetensors.h"
 
@@ -26,8 +26,8 @@ static void *g_extra[4096];
 static int g_n_extra;
 
 /* A 2D Linear/Embedding weight: dense, or quantized into .weight/.scales/.biases. */
-static void *matrix(lmc_safetensors_writer *w, const char *name, lmc_dtype dt,
-                    const int64_t *shape, float scale);
+static void *matrix(lmc_safetensors_writer *w, const char *name, lmc_dtype dt, const int64_t *shape,
+                    float scale);
 
 static void *tensor(lmc_safetensors_writer *w, const char *name, lmc_dtype dt, int ndim,
                     const int64_t *shape, float scale, float offset) {
@@ -47,15 +47,17 @@ static void *tensor(lmc_safetensors_writer *w, const char *name, lmc_dtype dt, i
     return data;
 }
 
-static void *matrix(lmc_safetensors_writer *w, const char *name, lmc_dtype dt,
-                    const int64_t *shape, float scale) {
+static void *matrix(lmc_safetensors_writer *w, const char *name, lmc_dtype dt, const int64_t *shape,
+                    float scale) {
     if (!g_bits) return tensor(w, name, dt, 2, shape, scale, 0);
     int64_t rows = shape[0], cols = shape[1], group = 64;
     float *f = malloc((size_t)(rows * cols) * sizeof(float));
     for (int64_t i = 0; i < rows * cols; i++) f[i] = scale * frand();
     uint32_t *packed = malloc((size_t)(rows * cols * g_bits / 32) * 4);
-    uint16_t *sc = malloc((size_t)(rows * cols / group) * 2), *bi = malloc((size_t)(rows * cols / group) * 2);
-    if (lmc_quantize_affine(f, rows, cols, g_bits, (int)group, LMC_DTYPE_BF16, packed, sc, bi) != LMC_OK) {
+    uint16_t *sc = malloc((size_t)(rows * cols / group) * 2),
+             *bi = malloc((size_t)(rows * cols / group) * 2);
+    if (lmc_quantize_affine(f, rows, cols, g_bits, (int)group, LMC_DTYPE_BF16, packed, sc, bi) !=
+        LMC_OK) {
         fprintf(stderr, "%s\n", lmc_last_error());
         exit(1);
     }
@@ -104,8 +106,9 @@ int main(int argc, char **argv) {
     }
     const char *out = argv[1];
     const char *dts = argc > 2 ? argv[2] : "bf16";
-    lmc_dtype dt = !strcmp(dts, "f32") ? LMC_DTYPE_F32 : !strcmp(dts, "f16") ? LMC_DTYPE_F16
-                                                                              : LMC_DTYPE_BF16;
+    lmc_dtype dt = !strcmp(dts, "f32")   ? LMC_DTYPE_F32
+                   : !strcmp(dts, "f16") ? LMC_DTYPE_F16
+                                         : LMC_DTYPE_BF16;
     g_bits = !strcmp(dts, "q4") ? 4 : !strcmp(dts, "q8") ? 8 : 0;
     int64_t H = argc > 3 ? atol(argv[3]) : 2048, L = argc > 4 ? atol(argv[4]) : 16;
     int64_t V = argc > 5 ? atol(argv[5]) : 32000, I = argc > 6 ? atol(argv[6]) : 5632;
@@ -127,9 +130,12 @@ int main(int argc, char **argv) {
         struct {
             const char *n;
             int64_t o, i;
-        } lin[] = {{"self_attn.q_proj", nh * hd, H}, {"self_attn.k_proj", nkv * hd, H},
-                   {"self_attn.v_proj", nkv * hd, H}, {"self_attn.o_proj", H, nh * hd},
-                   {"mlp.gate_proj", I, H},          {"mlp.up_proj", I, H},
+        } lin[] = {{"self_attn.q_proj", nh * hd, H},
+                   {"self_attn.k_proj", nkv * hd, H},
+                   {"self_attn.v_proj", nkv * hd, H},
+                   {"self_attn.o_proj", H, nh * hd},
+                   {"mlp.gate_proj", I, H},
+                   {"mlp.up_proj", I, H},
                    {"mlp.down_proj", H, I}};
         for (int k = 0; k < (E ? 4 : 7); k++) {
             snprintf(name, sizeof name, "model.layers.%lld.%s.weight", (long long)l, lin[k].n);
@@ -173,8 +179,11 @@ int main(int argc, char **argv) {
             "\"tie_word_embeddings\": false, \"torch_dtype\": \"%s\", \"bos_token_id\": 1, "
             "\"eos_token_id\": 2%s}\n",
             E ? "MixtralForCausalLM" : "LlamaForCausalLM", E ? "mixtral" : "llama", (long long)E,
-            (long long)K, (long long)H, (long long)I, (long long)L, (long long)nh, (long long)nkv, (long long)V,
-            dt == LMC_DTYPE_F32 ? "float32" : dt == LMC_DTYPE_F16 ? "float16" : "bfloat16",
+            (long long)K, (long long)H, (long long)I, (long long)L, (long long)nh, (long long)nkv,
+            (long long)V,
+            dt == LMC_DTYPE_F32   ? "float32"
+            : dt == LMC_DTYPE_F16 ? "float16"
+                                  : "bfloat16",
             g_bits == 4   ? ", \"quantization\": {\"group_size\": 64, \"bits\": 4}"
             : g_bits == 8 ? ", \"quantization\": {\"group_size\": 64, \"bits\": 8}"
                           : "");

@@ -12,12 +12,16 @@ static json_t *g_vars;
 static json_t *context(void) {
     const char *ctx =
         "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"
-        " {\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"Hi \\u00e9\"}, {\"type\": \"image\"}]},"
-        " {\"role\": \"assistant\", \"content\": \"Hello\", \"tool_calls\": [{\"id\": \"abc123xyz\", \"type\": \"function\","
+        " {\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"Hi \\u00e9\"}, "
+        "{\"type\": \"image\"}]},"
+        " {\"role\": \"assistant\", \"content\": \"Hello\", \"tool_calls\": [{\"id\": "
+        "\"abc123xyz\", \"type\": \"function\","
         "   \"function\": {\"name\": \"f\", \"arguments\": {\"x\": 1.5, \"y\": [true, null]}}}]},"
         " {\"role\": \"tool\", \"content\": \"42\"}],"
-        " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\"}}}],"
-        " \"bos_token\": \"<s>\", \"eos_token\": \"</s>\", \"add_generation_prompt\": true, \"n\": 3}";
+        " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+        "{\"type\": \"object\"}}}],"
+        " \"bos_token\": \"<s>\", \"eos_token\": \"</s>\", \"add_generation_prompt\": true, \"n\": "
+        "3}";
     json_error_t err;
     return json_loads(ctx, 0, &err);
 }

@@ -92,17 +92,17 @@ LMC_API lmc_status lmc_model_load(const char *dir, lmc_model **out);
 LMC_API void lmc_model_free(lmc_model *model);
 
 typedef struct lmc_model_info {
-    const char *model_type;    /* e.g. "llama"; owned by the model */
+    const char *model_type; /* e.g. "llama"; owned by the model */
     int32_t vocab_size;
     int32_t hidden_size;
     int32_t num_layers;
     int32_t max_position_embeddings;
-    int32_t bos_token_id;      /* -1 when absent */
+    int32_t bos_token_id;         /* -1 when absent */
     const int32_t *eos_token_ids; /* owned by the model */
     int32_t num_eos_token_ids;
-    uint64_t weight_bytes;     /* bytes of all tensors the model reads */
-    uint64_t decode_bytes;     /* bytes of weights one decode step reads (MoE: the chosen
-                                  experts only); 0 when unknown */
+    uint64_t weight_bytes; /* bytes of all tensors the model reads */
+    uint64_t decode_bytes; /* bytes of weights one decode step reads (MoE: the chosen
+                              experts only); 0 when unknown */
 } lmc_model_info;
 
 LMC_API void lmc_model_get_info(const lmc_model *model, lmc_model_info *info);
@@ -138,20 +138,20 @@ LMC_API int32_t lmc_session_position(const lmc_session *session);
  * with all_positions, n x vocab_size (row i after token i); otherwise only
  * the last position's vocab_size values. */
 LMC_API lmc_status lmc_session_forward(lmc_session *session, const int32_t *tokens, int32_t n,
-                               int all_positions, float *logits_out);
+                                       int all_positions, float *logits_out);
 
 /* ---- generation ---------------------------------------------------------- */
 
 typedef struct lmc_generate_params {
-    int32_t max_tokens;       /* tokens to generate (default 256) */
-    float temperature;        /* 0 = greedy (default 0.8) */
-    int32_t top_k;            /* 0 = off */
-    float top_p;              /* 1 = off */
-    float min_p;              /* 0 = off */
-    float repetition_penalty; /* 1 = off; as transformers' RepetitionPenaltyLogitsProcessor */
+    int32_t max_tokens;         /* tokens to generate (default 256) */
+    float temperature;          /* 0 = greedy (default 0.8) */
+    int32_t top_k;              /* 0 = off */
+    float top_p;                /* 1 = off */
+    float min_p;                /* 0 = off */
+    float repetition_penalty;   /* 1 = off; as transformers' RepetitionPenaltyLogitsProcessor */
     int32_t repetition_context; /* how many recent tokens the penalty sees (default 64) */
-    uint64_t seed;            /* sampling seed */
-    int ignore_eos;           /* keep going after an end-of-sequence token */
+    uint64_t seed;              /* sampling seed */
+    int ignore_eos;             /* keep going after an end-of-sequence token */
 } lmc_generate_params;
 
 LMC_API void lmc_generate_params_default(lmc_generate_params *p);
@@ -172,8 +172,8 @@ typedef struct lmc_generate_stats {
  * samples up to params->max_tokens tokens, calling cb for each. stats may
  * be NULL. A stop from the callback is not an error. */
 LMC_API lmc_status lmc_generate(lmc_session *session, const int32_t *prompt, int32_t n,
-                        const lmc_generate_params *params, lmc_token_fn cb, void *user_data,
-                        lmc_generate_stats *stats);
+                                const lmc_generate_params *params, lmc_token_fn cb, void *user_data,
+                                lmc_generate_stats *stats);
 
 /* ---- tokenizer --------------------------------------------------------- */
 
@@ -188,19 +188,19 @@ LMC_API lmc_status lmc_tokenizer_load(const char *dir, lmc_tokenizer **out);
 LMC_API void lmc_tokenizer_free(lmc_tokenizer *tok);
 
 enum {
-    LMC_ENCODE_ADD_SPECIAL = 1u << 0,   /* run the post-processor (BOS etc.) */
+    LMC_ENCODE_ADD_SPECIAL = 1u << 0,     /* run the post-processor (BOS etc.) */
     LMC_ENCODE_SPECIAL_AS_TEXT = 1u << 1, /* special-token text in input is plain text */
 };
 
 /* Encodes UTF-8 text; *ids (freed with lmc_free) gets *n_ids ids. Text that
  * is not valid UTF-8 gives LMC_ERR_INVALID_ARG. Thread-safe on one tok. */
 LMC_API lmc_status lmc_tokenizer_encode(const lmc_tokenizer *tok, const char *text, size_t len,
-                                unsigned flags, int32_t **ids, size_t *n_ids);
+                                        unsigned flags, int32_t **ids, size_t *n_ids);
 /* Decodes ids to UTF-8 text; *text is NUL-terminated, freed with lmc_free.
  * As HF, ids without a token are skipped, and with skip_special the special
  * added tokens too; invalid UTF-8 from byte tokens becomes U+FFFD. */
 LMC_API lmc_status lmc_tokenizer_decode(const lmc_tokenizer *tok, const int32_t *ids, size_t n_ids,
-                                int skip_special, char **text, size_t *len);
+                                        int skip_special, char **text, size_t *len);
 LMC_API int32_t lmc_tokenizer_vocab_size(const lmc_tokenizer *tok);
 /* Id of a token's exact text (added tokens included), or -1. */
 LMC_API int32_t lmc_tokenizer_token_to_id(const lmc_tokenizer *tok, const char *token);
@@ -210,10 +210,11 @@ LMC_API int32_t lmc_tokenizer_token_to_id(const lmc_tokenizer *tok, const char *
  * of all ids; work per id is bounded by a small window of recent ids. */
 typedef struct lmc_detokenizer lmc_detokenizer;
 LMC_API lmc_status lmc_detokenizer_create(const lmc_tokenizer *tok, int skip_special,
-                                  lmc_detokenizer **out);
+                                          lmc_detokenizer **out);
 /* Appends id; *text (owned by the detokenizer, valid until the next call)
  * gets the newly completed text, possibly empty. */
-LMC_API lmc_status lmc_detokenizer_push(lmc_detokenizer *d, int32_t id, const char **text, size_t *len);
+LMC_API lmc_status lmc_detokenizer_push(lmc_detokenizer *d, int32_t id, const char **text,
+                                        size_t *len);
 /* Returns whatever is still held back (e.g. an incomplete UTF-8 tail). */
 LMC_API lmc_status lmc_detokenizer_flush(lmc_detokenizer *d, const char **text, size_t *len);
 LMC_API void lmc_detokenizer_free(lmc_detokenizer *d);
@@ -239,8 +240,8 @@ LMC_API void lmc_detokenizer_free(lmc_detokenizer *d);
  * LMC_ERR_INVALID_ARG for bad JSON arguments. *out (NUL-terminated, *len
  * bytes) is freed with lmc_free. */
 LMC_API lmc_status lmc_chat_template_render(const char *dir, const char *messages_json,
-                                    int add_generation_prompt, const char *extra_vars_json,
-                                    char **out, size_t *len);
+                                            int add_generation_prompt, const char *extra_vars_json,
+                                            char **out, size_t *len);
 
 /* ---- convert (mlx_lm.convert) ------------------------------------------ */
 
@@ -261,10 +262,10 @@ typedef struct lmc_convert_params {
     /* NULL, or a mixed-bit recipe of mlx-lm: "mixed_2_6", "mixed_3_4",
      * "mixed_3_6", "mixed_4_6" (needs quantize). */
     const char *quant_predicate;
-    lmc_convert_dtype dtype; /* of the floating tensors that stay dense, scales and biases */
-    int dequantize;          /* an MLX-quantized folder back to dense */
+    lmc_convert_dtype dtype;  /* of the floating tensors that stay dense, scales and biases */
+    int dequantize;           /* an MLX-quantized folder back to dense */
     uint64_t max_shard_bytes; /* 0 = 5 GiB, as mlx-lm */
-    int force;               /* replace an existing output model folder */
+    int force;                /* replace an existing output model folder */
 } lmc_convert_params;
 
 LMC_API void lmc_convert_params_default(lmc_convert_params *p);
@@ -289,7 +290,7 @@ typedef int (*lmc_convert_progress_fn)(uint64_t done_bytes, uint64_t total_bytes
  * LMC_ERR_FORMAT for the input, LMC_ERR_UNSUPPORTED (quantizing an
  * already-quantized model), LMC_ERR_IO for writes. progress may be NULL. */
 LMC_API lmc_status lmc_convert(const lmc_convert_params *params, lmc_convert_progress_fn progress,
-                       void *user_data);
+                               void *user_data);
 
 #ifdef __cplusplus
 }

@@ -645,7 +645,6 @@ static void test_fixture_script(void **state) {
     assert_int_equal(rc, 0);
 }
 
-
 /* ---- MoE layouts: per-expert Hugging Face folders stack as mlx-lm does ---- */
 
 #define ARCH_B LMC_SOURCE_DIR "/tests/fixtures/arch-b"
@@ -713,7 +712,8 @@ static void test_moe_layouts(void **state) {
     assert_non_null(n);
     json_object_set(cfg, "num_experts", n);
     json_object_del(cfg, "num_local_experts");
-    assert_int_equal(json_dump_file(cfg, TMP "/qwen3_moe-num_experts/config.json", JSON_INDENT(2)), 0);
+    assert_int_equal(json_dump_file(cfg, TMP "/qwen3_moe-num_experts/config.json", JSON_INDENT(2)),
+                     0);
     json_decref(cfg);
     assert_int_equal(lmc_copy_file(ARCH_B "/qwen3_moe/model.safetensors",
                                    TMP "/qwen3_moe-num_experts/model.safetensors"),
@@ -723,14 +723,10 @@ static void test_moe_layouts(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reference_hashes),
-        cmocka_unit_test(test_roundtrip_logits),
-        cmocka_unit_test(test_conformance),
-        cmocka_unit_test(test_mixed),
-        cmocka_unit_test(test_moe_layouts),
-        cmocka_unit_test(test_shards),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_reference_hashes), cmocka_unit_test(test_roundtrip_logits),
+        cmocka_unit_test(test_conformance),      cmocka_unit_test(test_mixed),
+        cmocka_unit_test(test_moe_layouts),      cmocka_unit_test(test_shards),
+        cmocka_unit_test(test_errors),           cmocka_unit_test(test_cli),
         cmocka_unit_test(test_fixture_script),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

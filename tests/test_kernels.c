@@ -43,7 +43,9 @@ static void test_bf16_rounding(void **state) {
     }
 }
 
-static float frand(void) { return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f; }
+static float frand(void) {
+    return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
+}
 
 static void check_matmul(lmc_dtype dt, int64_t rows, int64_t cols, int64_t T) {
     size_t es = lmc_dtype_size(dt);
@@ -74,8 +76,8 @@ static void check_matmul(lmc_dtype dt, int64_t rows, int64_t cols, int64_t T) {
                     double err = fabs(y[tt * rows + r] - ref);
                     if (err > 1e-5 * mag + 1e-6)
                         fail_msg("%s %s T=%lld r=%lld: %g vs %g", paths[p]->name,
-                                 lmc_dtype_name(dt), (long long)tt, (long long)r,
-                                 y[tt * rows + r], ref);
+                                 lmc_dtype_name(dt), (long long)tt, (long long)r, y[tt * rows + r],
+                                 ref);
                 }
         }
     }

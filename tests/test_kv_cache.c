@@ -21,7 +21,8 @@ static void check_model(const char *dir, int64_t vocab_limit) {
     size_t V = (size_t)info.vocab_size;
     int32_t toks[T];
     srand(7);
-    for (int i = 0; i < T; i++) toks[i] = (int32_t)((size_t)rand() % (vocab_limit ? (size_t)vocab_limit : V));
+    for (int i = 0; i < T; i++)
+        toks[i] = (int32_t)((size_t)rand() % (vocab_limit ? (size_t)vocab_limit : V));
     float *full = malloc(T * V * sizeof(float));
     float *step = malloc(T * V * sizeof(float));
     lmc_session *s;

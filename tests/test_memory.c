@@ -28,7 +28,8 @@
 static void test_q4_peak_rss(void **state) {
     (void)state;
 #ifdef LMC_ASAN
-    print_message("SKIPPED: peak RSS under AddressSanitizer (its shadow memory is not the library's)\n");
+    print_message(
+        "SKIPPED: peak RSS under AddressSanitizer (its shadow memory is not the library's)\n");
     skip();
 #endif
     struct stat st;
@@ -48,8 +49,8 @@ static void test_q4_peak_rss(void **state) {
     assert_true(pid >= 0);
     if (pid == 0) {
         if (!freopen("/dev/null", "w", stdout)) _exit(126);
-        execl(LMC_CLI, "lmc", "generate", "--model", MODEL_DIR, "--tokens", tokens,
-              "--max-tokens", "16", "--temp", "0", "--print-ids", (char *)NULL);
+        execl(LMC_CLI, "lmc", "generate", "--model", MODEL_DIR, "--tokens", tokens, "--max-tokens",
+              "16", "--temp", "0", "--print-ids", (char *)NULL);
         _exit(127);
     }
     int status;
@@ -57,7 +58,8 @@ static void test_q4_peak_rss(void **state) {
     assert_int_equal(wait4(pid, &status, 0, &ru), pid);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     double file = (double)st.st_size;
-    double kv = 2.0 * 8 * 4 * 64 * (n_tokens + n_new) * sizeof(float); /* layers, KV heads, head_dim */
+    double kv =
+        2.0 * 8 * 4 * 64 * (n_tokens + n_new) * sizeof(float); /* layers, KV heads, head_dim */
     double peak = (double)ru.ru_maxrss * 1024.0;
     double limit = (file + kv) * 1.10;
     print_message("peak RSS %.1f MB, file %.1f MB, KV %.2f MB, limit %.1f MB\n", peak / 1e6,

@@ -1,13 +1,12 @@
 /* Every reference model (the project's dense and MLX-quantized fixtures,
- * ../shared/conformance and ../shared/real-models): logits at every position within the set's relative
- * L2 tolerance of transformers, and the greedy ids equal, on the generic and
- * the SIMD kernels, with exact (f32) activations. Models with quantized
- * weights are also run on the fast integer-activation path (lmc_set_exact(0),
- * forwards of up to 8 tokens: the prompt fed 8 and 1 tokens at a time) against
- * the exact path fed the same way, with a looser check: rel L2 <= 1e-2 and
- * argmax agreement on >= 90% of positions. Greedy ids are not required
- * there: on these tiny random models the top-2 margins can be small enough
- * for any perturbation of the logits to flip a token. */
+ * ../shared/conformance and ../shared/real-models): logits at every position within the set's
+ * relative L2 tolerance of transformers, and the greedy ids equal, on the generic and the SIMD
+ * kernels, with exact (f32) activations. Models with quantized weights are also run on the fast
+ * integer-activation path (lmc_set_exact(0), forwards of up to 8 tokens: the prompt fed 8 and 1
+ * tokens at a time) against the exact path fed the same way, with a looser check: rel L2 <= 1e-2
+ * and argmax agreement on >= 90% of positions. Greedy ids are not required there: on these tiny
+ * random models the top-2 margins can be small enough for any perturbation of the logits to flip a
+ * token. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,9 +32,9 @@ static int collect(int32_t tok, void *ud) {
 
 /* Model types and layouts this build runs; others are skipped by name. */
 static bool supported(const ref_case *c) {
-    static const char *types[] = {"llama", "mistral", "qwen2", "gemma", "phi3", "mixtral",
-                                  "qwen3", "gemma2", "gemma3_text", "starcoder2",
-                                  "phimoe", "qwen2_moe", "qwen3_moe", "openelm"};
+    static const char *types[] = {"llama",   "mistral",   "qwen2",     "gemma",       "phi3",
+                                  "mixtral", "qwen3",     "gemma2",    "gemma3_text", "starcoder2",
+                                  "phimoe",  "qwen2_moe", "qwen3_moe", "openelm"};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (c->model_type && !strcmp(c->model_type, types[i])) return true;
     return false;
@@ -227,12 +226,9 @@ static void test_shared_real_models(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_project_fixtures),
-        cmocka_unit_test(test_arch_a_fixtures),
-        cmocka_unit_test(test_arch_c_fixtures),
-        cmocka_unit_test(test_arch_b_fixtures),
-        cmocka_unit_test(test_project_quant_fixtures),
-        cmocka_unit_test(test_shared_conformance),
+        cmocka_unit_test(test_project_fixtures),       cmocka_unit_test(test_arch_a_fixtures),
+        cmocka_unit_test(test_arch_c_fixtures),        cmocka_unit_test(test_arch_b_fixtures),
+        cmocka_unit_test(test_project_quant_fixtures), cmocka_unit_test(test_shared_conformance),
         cmocka_unit_test(test_shared_real_models),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -423,7 +423,8 @@ static void test_qmatmul_fast_extremes(void **state) {
         const int qmax = (1 << bits) - 1;
         qmat m = {0};
         uint8_t *packed = calloc(1, (size_t)(rows * cols * bits / 8));
-        uint16_t *sc = malloc(sizeof(uint16_t) * rows * ng), *bs = malloc(sizeof(uint16_t) * rows * ng);
+        uint16_t *sc = malloc(sizeof(uint16_t) * rows * ng),
+                 *bs = malloc(sizeof(uint16_t) * rows * ng);
         m.deq = malloc(sizeof(double) * rows * cols);
         for (int r = 0; r < rows; r++) {
             for (int j = 0; j < ng; j++) {
@@ -437,13 +438,19 @@ static void test_qmatmul_fast_extremes(void **state) {
                 else
                     packed[(r * cols + c) / 2] |= (uint8_t)(q << (4 * (c % 2)));
                 int gi = r * ng + c / 64;
-                m.deq[r * cols + c] = (double)quant_bf16_to_f32(sc[gi]) * q + quant_bf16_to_f32(bs[gi]);
+                m.deq[r * cols + c] =
+                    (double)quant_bf16_to_f32(sc[gi]) * q + quant_bf16_to_f32(bs[gi]);
             }
         }
         m.packed = (uint32_t *)packed, m.scales = sc, m.biases = bs;
-        m.w = (lmc_qweight){.packed = m.packed, .scales = sc, .biases = bs,
-                            .scale_dtype = LMC_DTYPE_BF16, .bits = bits, .group_size = 64,
-                            .rows = rows, .cols = cols};
+        m.w = (lmc_qweight){.packed = m.packed,
+                            .scales = sc,
+                            .biases = bs,
+                            .scale_dtype = LMC_DTYPE_BF16,
+                            .bits = bits,
+                            .group_size = 64,
+                            .rows = rows,
+                            .cols = cols};
         assert_int_equal(lmc_qweight_check(&m.w, "m"), LMC_OK);
         for (int simd = 0; simd < 2; simd++) {
             lmc_quant_use_simd(simd);

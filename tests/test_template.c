@@ -31,8 +31,8 @@ static json_t *load_fixture(const char *name) {
 }
 
 /* Renders src with vars; returns the status, *out malloc'd on success. */
-static lmc_status render(const char *src, const char *vars_json, const tpl_options *opts, char **out,
-                         size_t *len) {
+static lmc_status render(const char *src, const char *vars_json, const tpl_options *opts,
+                         char **out, size_t *len) {
     lmc_template *t = NULL;
     *out = NULL;
     lmc_status st = tpl_compile(src, strlen(src), &t);
@@ -92,7 +92,8 @@ static void test_language_cases(void **state) {
         char *vars = json_dumps(json_object_get(c, "vars"), JSON_COMPACT);
         char *out = NULL;
         size_t len = 0;
-        lmc_status st = render(json_string_value(json_object_get(c, "template")), vars, &opts, &out, &len);
+        lmc_status st =
+            render(json_string_value(json_object_get(c, "template")), vars, &opts, &out, &len);
         json_t *want = json_object_get(c, "rendered");
         if (want) {
             const char *w = json_string_value(want);
@@ -135,8 +136,12 @@ static char *make_dir(const char *tag) {
 }
 
 static void remove_dir(char *dir) {
-    static const char *const files[] = {"tokenizer_config.json", "chat_template.jinja",
-                                        "chat_template.json", "messages.json", "tools.json", "out.txt",
+    static const char *const files[] = {"tokenizer_config.json",
+                                        "chat_template.jinja",
+                                        "chat_template.json",
+                                        "messages.json",
+                                        "tools.json",
+                                        "out.txt",
                                         "err.txt"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char *p = lmc_path_join(dir, files[i]);
@@ -198,7 +203,8 @@ static void test_real_templates(void **state) {
             if (st != LMC_OK) {
                 print_message("FAIL %s: %s\n", what, lmc_last_error());
                 failed++;
-            } else if (len != json_string_length(want) || memcmp(out, json_string_value(want), len)) {
+            } else if (len != json_string_length(want) ||
+                       memcmp(out, json_string_value(want), len)) {
                 report_mismatch(what, json_string_value(want), json_string_length(want), out, len);
                 failed++;
             } else {
@@ -258,8 +264,8 @@ static void test_shared_conformance(void **state) {
     free(dir);
 }
 
-static void expect_error(const char *src, const char *vars, const tpl_options *opts, lmc_status want,
-                         const char *needle) {
+static void expect_error(const char *src, const char *vars, const tpl_options *opts,
+                         lmc_status want, const char *needle) {
     char *out = NULL;
     size_t len;
     lmc_status st = render(src, vars, opts, &out, &len);
@@ -275,11 +281,13 @@ static void test_error_positions(void **state) {
                  "line 2, column 8: no filter named 'nosuchfilter'");
     expect_error("ab\n{% if x %}\nunclosed", NULL, NULL, LMC_ERR_FORMAT, "line 3, column 9");
     expect_error("{{ 'a' + 1 }}", NULL, NULL, LMC_ERR_FORMAT, "line 1, column 8");
-    expect_error("\n\n{{ missing.attr }}", NULL, NULL, LMC_ERR_FORMAT, "line 3, column 11: 'missing' is undefined");
+    expect_error("\n\n{{ missing.attr }}", NULL, NULL, LMC_ERR_FORMAT,
+                 "line 3, column 11: 'missing' is undefined");
     expect_error("{% for x in 3 %}{% endfor %}", NULL, NULL, LMC_ERR_FORMAT, "line 1, column 13");
     expect_error("x\n{{ raise_exception('Roles must alternate') }}", NULL, NULL, LMC_ERR_FORMAT,
                  "line 2, column 19: Roles must alternate");
-    expect_error("{% frobnicate %}", NULL, NULL, LMC_ERR_FORMAT, "line 1, column 4: unknown or unsupported tag");
+    expect_error("{% frobnicate %}", NULL, NULL, LMC_ERR_FORMAT,
+                 "line 1, column 4: unknown or unsupported tag");
     expect_error("{{ 'abc }}", NULL, NULL, LMC_ERR_FORMAT, "unterminated string");
     expect_error("{# never closed", NULL, NULL, LMC_ERR_FORMAT, "missing end of comment");
     expect_error("{{ (1 ] }}", NULL, NULL, LMC_ERR_FORMAT, "unexpected ']'");
@@ -300,7 +308,8 @@ static void test_limits(void **state) {
     expect_error("{% for i in range(10000) %}{{ 'x' * 1000 }}{% endfor %}", NULL, &o, LMC_ERR_LIMIT,
                  "output limit");
     expect_error("{{ 'x' * 100000000 }}", NULL, &o, LMC_ERR_LIMIT, NULL);
-    expect_error("{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+    expect_error("{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s "
+                 "%}{% endfor %}",
                  NULL, &o, LMC_ERR_LIMIT, NULL);
     tpl_options_default(&o);
     expect_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", NULL, &o, LMC_ERR_LIMIT,
@@ -324,7 +333,8 @@ static void test_limits(void **state) {
     free(src);
     free(deep);
     o.max_memory = 8 << 20;
-    expect_error("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = ns.l + [i] %}{% endfor %}",
+    expect_error("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = ns.l + "
+                 "[i] %}{% endfor %}",
                  NULL, &o, LMC_ERR_LIMIT, "memory limit");
 }
 
@@ -333,8 +343,10 @@ static void test_language_extras(void **state) {
     char *out;
     size_t len;
     /* list.append, a deliberate divergence from jinja2's immutable sandbox. */
-    assert_int_equal(render("{% set xs = [] %}{% for i in range(3) %}{% set _ = xs.append(i * 2) %}{% endfor %}{{ xs }}",
-                            NULL, NULL, &out, &len), LMC_OK);
+    assert_int_equal(render("{% set xs = [] %}{% for i in range(3) %}{% set _ = xs.append(i * 2) "
+                            "%}{% endfor %}{{ xs }}",
+                            NULL, NULL, &out, &len),
+                     LMC_OK);
     assert_string_equal(out, "[0, 2, 4]");
     free(out);
     /* NUL bytes in data survive. */
@@ -350,26 +362,34 @@ static void test_api_lookup(void **state) {
     (void)state;
     char *dir = make_dir("api");
     char *cfg = lmc_path_join(dir, "tokenizer_config.json");
-    write_file(cfg, "{\"bos_token\": {\"__type\": \"AddedToken\", \"content\": \"<s>\"}, \"eos_token\": null,"
-                    " \"chat_template\": [{\"name\": \"default\", \"template\": \"D{{ bos_token }}{{ eos_token is defined }}{{ messages|length }}{{ tools }}\"},"
-                    " {\"name\": \"tool_use\", \"template\": \"T{{ tools|length }}\"},"
-                    " {\"name\": \"rag\", \"template\": \"R{{ documents }}{{ x }}\"}]}");
+    write_file(
+        cfg,
+        "{\"bos_token\": {\"__type\": \"AddedToken\", \"content\": \"<s>\"}, \"eos_token\": null,"
+        " \"chat_template\": [{\"name\": \"default\", \"template\": \"D{{ bos_token }}{{ eos_token "
+        "is defined }}{{ messages|length }}{{ tools }}\"},"
+        " {\"name\": \"tool_use\", \"template\": \"T{{ tools|length }}\"},"
+        " {\"name\": \"rag\", \"template\": \"R{{ documents }}{{ x }}\"}]}");
     const char *msgs = "[{\"role\": \"user\", \"content\": \"hi\"}]";
     char *out = NULL;
     size_t len;
     assert_int_equal(lmc_chat_template_render(dir, msgs, 0, NULL, &out, &len), LMC_OK);
     assert_string_equal(out, "D<s>False1None");
     lmc_free(out);
-    assert_int_equal(lmc_chat_template_render(dir, msgs, 0, "{\"tools\": [1, 2]}", &out, &len), LMC_OK);
+    assert_int_equal(lmc_chat_template_render(dir, msgs, 0, "{\"tools\": [1, 2]}", &out, &len),
+                     LMC_OK);
     assert_string_equal(out, "T2");
     lmc_free(out);
-    assert_int_equal(lmc_chat_template_render(dir, msgs, 0, "{\"template_name\": \"rag\", \"x\": 5}", &out, &len), LMC_OK);
+    assert_int_equal(lmc_chat_template_render(dir, msgs, 0,
+                                              "{\"template_name\": \"rag\", \"x\": 5}", &out, &len),
+                     LMC_OK);
     assert_string_equal(out, "RNone5");
     lmc_free(out);
-    assert_int_equal(lmc_chat_template_render(dir, msgs, 0, "{\"template_name\": \"nope\"}", &out, &len),
-                     LMC_ERR_NOT_FOUND);
+    assert_int_equal(
+        lmc_chat_template_render(dir, msgs, 0, "{\"template_name\": \"nope\"}", &out, &len),
+        LMC_ERR_NOT_FOUND);
     assert_int_equal(lmc_chat_template_render(dir, "{}", 0, NULL, &out, &len), LMC_ERR_INVALID_ARG);
-    assert_int_equal(lmc_chat_template_render(dir, msgs, 0, "[1]", &out, &len), LMC_ERR_INVALID_ARG);
+    assert_int_equal(lmc_chat_template_render(dir, msgs, 0, "[1]", &out, &len),
+                     LMC_ERR_INVALID_ARG);
     /* chat_template.jinja wins over tokenizer_config.json (newer transformers). */
     char *jinja = lmc_path_join(dir, "chat_template.jinja");
     write_file(jinja, "J{{ add_generation_prompt }}\n");
@@ -412,7 +432,9 @@ static void test_cli(void **state) {
     (void)state;
     char *dir = make_dir("cli");
     char *p = lmc_path_join(dir, "tokenizer_config.json");
-    write_file(p, "{\"bos_token\": \"<s>\", \"chat_template\": \"{{ bos_token }}{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}{{ n + 1 }}{{ s }}{{ flag }}{{ tools|length }}{% if add_generation_prompt %}>{% endif %}\"}");
+    write_file(p, "{\"bos_token\": \"<s>\", \"chat_template\": \"{{ bos_token }}{% for m in "
+                  "messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}{{ n + 1 }}{{ s }}{{ flag "
+                  "}}{{ tools|length }}{% if add_generation_prompt %}>{% endif %}\"}");
     free(p);
     p = lmc_path_join(dir, "messages.json");
     write_file(p, "[{\"role\": \"user\", \"content\": \"hé\"}]");
@@ -421,8 +443,10 @@ static void test_cli(void **state) {
     write_file(p, "[{\"type\": \"function\"}, {}]");
     free(p);
     char *out, *err;
-    int rc = run_cli("--model . --messages messages.json --add-generation-prompt --var n=41 --var s=x=y "
-                     "--var 'flag=[true]' --tools tools.json", dir, &out, &err);
+    int rc =
+        run_cli("--model . --messages messages.json --add-generation-prompt --var n=41 --var s=x=y "
+                "--var 'flag=[true]' --tools tools.json",
+                dir, &out, &err);
     assert_int_equal(rc, 0);
     assert_string_equal(out, "<s>[user:hé]42x=y[True]2>");
     assert_string_equal(err, "");
@@ -446,10 +470,14 @@ static void test_cli(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_language_cases),  cmocka_unit_test(test_real_templates),
-        cmocka_unit_test(test_shared_conformance), cmocka_unit_test(test_error_positions),
-        cmocka_unit_test(test_limits),          cmocka_unit_test(test_language_extras),
-        cmocka_unit_test(test_api_lookup),      cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_language_cases),
+        cmocka_unit_test(test_real_templates),
+        cmocka_unit_test(test_shared_conformance),
+        cmocka_unit_test(test_error_positions),
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_language_extras),
+        cmocka_unit_test(test_api_lookup),
+        cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,9 +16,9 @@
  * tokenizer_config.json "chat_template" field, or chat_template.json (the
  * processor file of multimodal models). *source is malloc'd or NULL. */
 typedef struct template_sources {
-    json_t *config;      /* tokenizer_config.json, or NULL */
-    char *jinja;         /* chat_template.jinja text, or NULL */
-    json_t *chat_json;   /* chat_template.json, or NULL */
+    json_t *config;    /* tokenizer_config.json, or NULL */
+    char *jinja;       /* chat_template.jinja text, or NULL */
+    json_t *chat_json; /* chat_template.json, or NULL */
 } template_sources;
 
 static lmc_status load_sources(const char *dir, template_sources *s) {
@@ -31,11 +31,13 @@ static lmc_status load_sources(const char *dir, template_sources *s) {
     if (st != LMC_OK) return st;
     if (s->config && !json_is_object(s->config))
         return lmc_error(LMC_ERR_FORMAT, "%s/tokenizer_config.json is not a JSON object", dir);
-    if (!(path = lmc_path_join(dir, "chat_template.jinja"))) return lmc_error(LMC_ERR_NOMEM, "out of memory");
+    if (!(path = lmc_path_join(dir, "chat_template.jinja")))
+        return lmc_error(LMC_ERR_NOMEM, "out of memory");
     if (lmc_file_exists(path)) st = lmc_read_file(path, &s->jinja, NULL);
     free(path);
     if (st != LMC_OK) return st;
-    if (!(path = lmc_path_join(dir, "chat_template.json"))) return lmc_error(LMC_ERR_NOMEM, "out of memory");
+    if (!(path = lmc_path_join(dir, "chat_template.json")))
+        return lmc_error(LMC_ERR_NOMEM, "out of memory");
     if (lmc_file_exists(path)) st = lmc_json_load_file(path, &s->chat_json);
     free(path);
     return st;
@@ -51,13 +53,19 @@ static void free_sources(template_sources *s) {
  * else "tool_use" when tools are passed and such an entry exists, else
  * "default". (transformers treats an unknown name as template text; that is
  * refused here.) */
-static lmc_status pick_template(const json_t *ct, const char *name, bool have_tools, const char **out) {
+static lmc_status pick_template(const json_t *ct, const char *name, bool have_tools,
+                                const char **out) {
     if (json_is_string(ct)) {
         *out = json_string_value(ct);
         return LMC_OK;
     }
-    if (!json_is_array(ct)) return lmc_error(LMC_ERR_FORMAT, "chat_template must be a string or a list");
-    const char *want[3] = {name, name ? NULL : have_tools ? "tool_use" : NULL, name ? NULL : "default"};
+    if (!json_is_array(ct))
+        return lmc_error(LMC_ERR_FORMAT, "chat_template must be a string or a list");
+    const char *want[3] = {name,
+                           name         ? NULL
+                           : have_tools ? "tool_use"
+                                        : NULL,
+                           name ? NULL : "default"};
     for (int k = 0; k < 3; k++) {
         if (!want[k]) continue;
         size_t i;
@@ -107,7 +115,8 @@ lmc_status lmc_chat_template_render(const char *dir, const char *messages_json,
     if (out) *out = NULL;
     if (len) *len = 0;
     if (!dir || !messages_json || !out)
-        return lmc_error(LMC_ERR_INVALID_ARG, "lmc_chat_template_render: dir, messages_json and out are required");
+        return lmc_error(LMC_ERR_INVALID_ARG,
+                         "lmc_chat_template_render: dir, messages_json and out are required");
     json_t *messages = NULL, *extra = NULL, *vars = NULL;
     template_sources src;
     memset(&src, 0, sizeof src);
@@ -136,12 +145,16 @@ lmc_status lmc_chat_template_render(const char *dir, const char *messages_json,
         !json_is_null(json_object_get(src.config, "chat_template")))
         st = pick_template(json_object_get(src.config, "chat_template"), name, have_tools, &text);
     if (st == LMC_OK && !text && src.chat_json) {
-        const json_t *ct = json_is_object(src.chat_json) ? json_object_get(src.chat_json, "chat_template") : NULL;
+        const json_t *ct =
+            json_is_object(src.chat_json) ? json_object_get(src.chat_json, "chat_template") : NULL;
         if (ct) st = pick_template(ct, name, have_tools, &text);
     }
     if (st != LMC_OK) goto done_src;
     if (!text) {
-        st = lmc_error(LMC_ERR_NOT_FOUND, "%s has no chat template (tokenizer_config.json, chat_template.jinja or chat_template.json)", dir);
+        st = lmc_error(LMC_ERR_NOT_FOUND,
+                       "%s has no chat template (tokenizer_config.json, chat_template.jinja or "
+                       "chat_template.json)",
+                       dir);
         goto done_src;
     }
     if ((st = tpl_compile(text, strlen(text), &tpl)) != LMC_OK) {
@@ -156,8 +169,10 @@ lmc_status lmc_chat_template_render(const char *dir, const char *messages_json,
     }
     static const char *const tokens[] = {"bos_token", "eos_token", "unk_token", "pad_token",
                                          "sep_token", "cls_token", "mask_token"};
-    for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++) add_token(vars, src.config, tokens[i]);
-    const json_t *extra_tokens = src.config ? json_object_get(src.config, "additional_special_tokens") : NULL;
+    for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++)
+        add_token(vars, src.config, tokens[i]);
+    const json_t *extra_tokens =
+        src.config ? json_object_get(src.config, "additional_special_tokens") : NULL;
     if (json_is_array(extra_tokens) && json_array_size(extra_tokens)) {
         json_t *list = json_array();
         size_t i;
@@ -184,7 +199,8 @@ lmc_status lmc_chat_template_render(const char *dir, const char *messages_json,
     tpl_options opts;
     tpl_options_default(&opts);
     opts.fixed_time = fixed_date(&opts.now);
-    if ((st = tpl_render(tpl, vars, &opts, out, len)) != LMC_OK) lmc_error_prefix(st, "chat template");
+    if ((st = tpl_render(tpl, vars, &opts, out, len)) != LMC_OK)
+        lmc_error_prefix(st, "chat template");
 
 done_src:
     free_sources(&src);

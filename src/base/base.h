@@ -28,16 +28,16 @@ void lmc_clear_error(void);
 void lmc_log(lmc_log_level level, const char *fmt, ...) LMC_PRINTF(2, 3);
 
 /* Allocation: NULL on failure (callers turn it into LMC_ERR_NOMEM). */
-void *lmc_alloc_aligned(size_t size);      /* 64-byte aligned, free with lmc_free_aligned */
-void *lmc_calloc_aligned(size_t size);     /* zeroed */
+void *lmc_alloc_aligned(size_t size);  /* 64-byte aligned, free with lmc_free_aligned */
+void *lmc_calloc_aligned(size_t size); /* zeroed */
 void lmc_free_aligned(void *ptr);
 /* Per-thread scratch, one buffer per slot: at least `bytes`, 64-byte
  * aligned, owned by the calling thread and valid until its next call for the
  * same slot; freed when the thread exits. NULL on allocation failure. */
 enum { LMC_SCRATCH_KERNELS, LMC_SCRATCH_ATTENTION, LMC_SCRATCH_SLOTS = 4 };
 void *lmc_thread_scratch(int slot, size_t bytes);
-char *lmc_strdup(const char *s);           /* free with free() / lmc_free() */
-char *lmc_path_join(const char *dir, const char *name); /* malloc'd */
+char *lmc_strdup(const char *s);                          /* free with free() / lmc_free() */
+char *lmc_path_join(const char *dir, const char *name);   /* malloc'd */
 char *lmc_sprintf(const char *fmt, ...) LMC_PRINTF(1, 2); /* malloc'd */
 
 /* Checked size arithmetic: false on overflow. */

@@ -11,9 +11,13 @@ static _Thread_local char g_error[LMC_ERROR_MAX];
 static lmc_log_fn g_log_fn;
 static void *g_log_ud;
 
-const char *lmc_last_error(void) { return g_error; }
+const char *lmc_last_error(void) {
+    return g_error;
+}
 
-void lmc_clear_error(void) { g_error[0] = '\0'; }
+void lmc_clear_error(void) {
+    g_error[0] = '\0';
+}
 
 lmc_status lmc_error(lmc_status status, const char *fmt, ...) {
     va_list ap;
@@ -37,17 +41,28 @@ lmc_status lmc_error_prefix(lmc_status status, const char *fmt, ...) {
 
 const char *lmc_status_string(lmc_status status) {
     switch (status) {
-    case LMC_OK: return "ok";
-    case LMC_ERR_INVALID_ARG: return "invalid argument";
-    case LMC_ERR_IO: return "i/o error";
-    case LMC_ERR_FORMAT: return "format error";
-    case LMC_ERR_UNSUPPORTED: return "unsupported";
-    case LMC_ERR_NOMEM: return "out of memory";
-    case LMC_ERR_NOT_FOUND: return "not found";
-    case LMC_ERR_SHAPE: return "shape mismatch";
-    case LMC_ERR_RANGE: return "out of range";
-    case LMC_ERR_LIMIT: return "limit reached";
-    case LMC_ERR_STOPPED: return "stopped";
+    case LMC_OK:
+        return "ok";
+    case LMC_ERR_INVALID_ARG:
+        return "invalid argument";
+    case LMC_ERR_IO:
+        return "i/o error";
+    case LMC_ERR_FORMAT:
+        return "format error";
+    case LMC_ERR_UNSUPPORTED:
+        return "unsupported";
+    case LMC_ERR_NOMEM:
+        return "out of memory";
+    case LMC_ERR_NOT_FOUND:
+        return "not found";
+    case LMC_ERR_SHAPE:
+        return "shape mismatch";
+    case LMC_ERR_RANGE:
+        return "out of range";
+    case LMC_ERR_LIMIT:
+        return "limit reached";
+    case LMC_ERR_STOPPED:
+        return "stopped";
     }
     return "unknown status";
 }

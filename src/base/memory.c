@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-void lmc_free(void *ptr) { free(ptr); }
+void lmc_free(void *ptr) {
+    free(ptr);
+}
 
 void *lmc_alloc_aligned(size_t size) {
     if (size == 0) size = 64;
@@ -20,7 +22,9 @@ void *lmc_calloc_aligned(size_t size) {
     return p;
 }
 
-void lmc_free_aligned(void *ptr) { free(ptr); }
+void lmc_free_aligned(void *ptr) {
+    free(ptr);
+}
 
 char *lmc_strdup(const char *s) {
     if (!s) return NULL;

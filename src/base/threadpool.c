@@ -21,7 +21,7 @@
 
 typedef struct pool {
     pthread_mutex_t job_mu; /* held by the caller whose job the workers run */
-    int n_threads; /* including the calling thread */
+    int n_threads;          /* including the calling thread */
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t cv;

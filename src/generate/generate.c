@@ -40,8 +40,8 @@ lmc_status lmc_generate(lmc_session *s, const int32_t *prompt, int32_t n,
     int32_t ctx = params->repetition_context > 0 ? params->repetition_context : 64;
     float *logits = malloc((size_t)V * sizeof(float));
     void *scratch = malloc((size_t)V * 8);
-    int32_t *history = malloc(((size_t)n + (size_t)(params->max_tokens > 0 ? params->max_tokens : 0)) *
-                              sizeof(int32_t));
+    int32_t *history = malloc(
+        ((size_t)n + (size_t)(params->max_tokens > 0 ? params->max_tokens : 0)) * sizeof(int32_t));
     lmc_status st = LMC_OK;
     if (!logits || !scratch || !history) {
         st = lmc_error(LMC_ERR_NOMEM, "out of memory");

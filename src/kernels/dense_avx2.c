@@ -61,7 +61,7 @@ static float dot_f32(const float *a, const float *b, int64_t n) {
             s2 = _mm256_fmadd_ps(LOAD(w + i + 16), _mm256_loadu_ps(x + i + 16), s2);               \
             s3 = _mm256_fmadd_ps(LOAD(w + i + 24), _mm256_loadu_ps(x + i + 24), s3);               \
         }                                                                                          \
-        for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(LOAD(w + i), _mm256_loadu_ps(x + i), s0); \
+        for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(LOAD(w + i), _mm256_loadu_ps(x + i), s0);  \
         float s = hsum(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));               \
         for (; i < n; i++) s += SCALAR(w[i]) * x[i];                                               \
         return s;                                                                                  \
@@ -110,7 +110,8 @@ static void axpy(float a, const float *x, float *y, int64_t n) {
     __m256 av = _mm256_set1_ps(a);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+        _mm256_storeu_ps(y + i,
+                         _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; i++) y[i] += a * x[i];
 }
 
@@ -139,5 +140,7 @@ const lmc_kernel_table *lmc_kernels_avx2(void) {
     return NULL;
 }
 #else
-const lmc_kernel_table *lmc_kernels_avx2(void) { return NULL; }
+const lmc_kernel_table *lmc_kernels_avx2(void) {
+    return NULL;
+}
 #endif

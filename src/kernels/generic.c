@@ -59,4 +59,6 @@ static const lmc_kernel_table generic_table = {
     .axpy = axpy,
 };
 
-const lmc_kernel_table *lmc_kernels_generic(void) { return &generic_table; }
+const lmc_kernel_table *lmc_kernels_generic(void) {
+    return &generic_table;
+}

@@ -29,10 +29,18 @@ void lmc_dense_row_f32(const lmc_tensor *w, int64_t row, float *out) {
     int64_t cols = w->shape[w->ndim - 1];
     const void *p = row_ptr(w, row, cols);
     switch (w->dtype) {
-    case LMC_DTYPE_F32: memcpy(out, p, (size_t)cols * 4); break;
-    case LMC_DTYPE_F16: k->f16_to_f32(p, out, cols); break;
-    case LMC_DTYPE_BF16: k->bf16_to_f32(p, out, cols); break;
-    default: memset(out, 0, (size_t)cols * 4); break;
+    case LMC_DTYPE_F32:
+        memcpy(out, p, (size_t)cols * 4);
+        break;
+    case LMC_DTYPE_F16:
+        k->f16_to_f32(p, out, cols);
+        break;
+    case LMC_DTYPE_BF16:
+        k->bf16_to_f32(p, out, cols);
+        break;
+    default:
+        memset(out, 0, (size_t)cols * 4);
+        break;
     }
 }
 
@@ -43,9 +51,15 @@ static void matvec_body(void *ctx, int64_t b, int64_t e, int worker) {
         const void *p = row_ptr(j->w, j->r0 + r, j->cols);
         float v;
         switch (j->w->dtype) {
-        case LMC_DTYPE_F32: v = k->dot_f32(p, j->x, j->cols); break;
-        case LMC_DTYPE_F16: v = k->dot_f16(p, j->x, j->cols); break;
-        default: v = k->dot_bf16(p, j->x, j->cols); break;
+        case LMC_DTYPE_F32:
+            v = k->dot_f32(p, j->x, j->cols);
+            break;
+        case LMC_DTYPE_F16:
+            v = k->dot_f16(p, j->x, j->cols);
+            break;
+        default:
+            v = k->dot_bf16(p, j->x, j->cols);
+            break;
         }
         j->y[r] = v;
     }
@@ -95,8 +109,14 @@ static void matmul_body(void *ctx, int64_t b, int64_t e, int worker) {
 
 void lmc_matmul_dense_rows(const lmc_tensor *w, int64_t r0, int64_t r1, const float *x, int64_t T,
                            float *y, int64_t ldy) {
-    matmul_job j = {.w = w, .x = x, .y = y, .T = T, .cols = w->shape[w->ndim - 1], .r0 = r0,
-                    .n_rows = r1 - r0, .ldy = ldy};
+    matmul_job j = {.w = w,
+                    .x = x,
+                    .y = y,
+                    .T = T,
+                    .cols = w->shape[w->ndim - 1],
+                    .r0 = r0,
+                    .n_rows = r1 - r0,
+                    .ldy = ldy};
     if (T == 1) {
         lmc_parallel_for(j.n_rows, 16, matvec_body, &j);
         return;
@@ -106,8 +126,8 @@ void lmc_matmul_dense_rows(const lmc_tensor *w, int64_t r0, int64_t r1, const fl
 }
 
 lmc_status lmc_matmul_dense(const lmc_tensor *w, const float *x, int64_t T, float *y) {
-    if (w->ndim != 2 || (w->dtype != LMC_DTYPE_F32 && w->dtype != LMC_DTYPE_F16 &&
-                         w->dtype != LMC_DTYPE_BF16))
+    if (w->ndim != 2 ||
+        (w->dtype != LMC_DTYPE_F32 && w->dtype != LMC_DTYPE_F16 && w->dtype != LMC_DTYPE_BF16))
         return lmc_error(LMC_ERR_UNSUPPORTED, "matmul: tensor '%s' is %dD %s, need a 2D float",
                          w->name ? w->name : "?", w->ndim, lmc_dtype_name(w->dtype));
     lmc_matmul_dense_rows(w, 0, w->shape[0], x, T, y, w->shape[0]);
@@ -118,8 +138,10 @@ void lmc_rmsnorm(const float *x, const lmc_tensor *w, float weight_offset, float
                  int64_t rows, int64_t n) {
     float *wf = w ? scratch((size_t)n) : NULL;
     if (w && wf) {
-        if (w->dtype == LMC_DTYPE_F32) memcpy(wf, w->data, (size_t)n * 4);
-        else lmc_convert_to_f32(w->dtype, w->data, wf, n);
+        if (w->dtype == LMC_DTYPE_F32)
+            memcpy(wf, w->data, (size_t)n * 4);
+        else
+            lmc_convert_to_f32(w->dtype, w->data, wf, n);
     }
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * n;

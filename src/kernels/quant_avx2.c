@@ -271,10 +271,10 @@ static inline __m256i q8_block(const uint8_t *p, const int8_t *xh, const int8_t 
     const __m256i c255 = _mm256_set1_epi16(255);
     __m256i qs = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)p), off);
     __m256i aq = _mm256_abs_epi8(qs);
-    __m256i sh = _mm256_maddubs_epi16(
-        aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xh), qs));
-    __m256i sl = _mm256_maddubs_epi16(
-        aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xl), qs));
+    __m256i sh =
+        _mm256_maddubs_epi16(aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xh), qs));
+    __m256i sl =
+        _mm256_maddubs_epi16(aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xl), qs));
     return _mm256_add_epi32(_mm256_madd_epi16(sh, c255), _mm256_madd_epi16(sl, ones));
 }
 

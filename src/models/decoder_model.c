@@ -16,4 +16,6 @@ lmc_status lmc_decoder_model_forward(lmc_model *m, lmc_kv_cache *kv, const int32
     return lmc_decoder_forward(m->impl, kv, tokens, T, all_positions, logits);
 }
 
-const lmc_decoder *lmc_decoder_model_decoder(const lmc_model *m) { return m->impl; }
+const lmc_decoder *lmc_decoder_model_decoder(const lmc_model *m) {
+    return m->impl;
+}

@@ -27,8 +27,11 @@ static lmc_status gemma_load(lmc_model *m) {
     return LMC_OK;
 }
 
-static const lmc_config_defaults gemma_defaults = {
-    .rms_norm_eps = 1e-6, .max_position_embeddings = 8192, .tie_word_embeddings = true,
-    .sliding_window = 0, .bos_token_id = 2, .eos_token_id = 1};
+static const lmc_config_defaults gemma_defaults = {.rms_norm_eps = 1e-6,
+                                                   .max_position_embeddings = 8192,
+                                                   .tie_word_embeddings = true,
+                                                   .sliding_window = 0,
+                                                   .bos_token_id = 2,
+                                                   .eos_token_id = 1};
 
 const lmc_arch lmc_arch_gemma = {"gemma", &gemma_defaults, gemma_load, LMC_DECODER_HOOKS};

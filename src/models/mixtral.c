@@ -36,7 +36,8 @@ static lmc_status mixtral_load(lmc_model *m) {
         y->moe = calloc(1, sizeof *y->moe);
         if (!y->moe) return lmc_error(LMC_ERR_NOMEM, "out of memory");
         snprintf(p, sizeof p, "model.layers.%lld.%s", (long long)i, stk->block);
-        st = lmc_moe_bind(y->moe, w, p, "gate", E, K, H, c->intermediate_size, names.stacked, names.per_expert);
+        st = lmc_moe_bind(y->moe, w, p, "gate", E, K, H, c->intermediate_size, names.stacked,
+                          names.per_expert);
         if (st != LMC_OK) return st;
         y->moe->norm_topk = true;
         if ((st = lmc_bind_norm(&b, &y->attn_norm, "input_layernorm", H, eps, 0.0f, false)) ||
@@ -54,5 +55,4 @@ static const lmc_config_defaults mixtral_defaults = {.rms_norm_eps = 1e-5,
                                                      .bos_token_id = 1,
                                                      .eos_token_id = 2};
 
-const lmc_arch lmc_arch_mixtral = {"mixtral", &mixtral_defaults, mixtral_load,
-                                   LMC_DECODER_HOOKS};
+const lmc_arch lmc_arch_mixtral = {"mixtral", &mixtral_defaults, mixtral_load, LMC_DECODER_HOOKS};

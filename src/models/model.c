@@ -79,9 +79,8 @@ lmc_status lmc_session_create(lmc_model *model, int32_t max_tokens, lmc_session 
     s->model = model;
     s->max_tokens = max_tokens > 0 ? max_tokens : model->cfg.max_position_embeddings;
     const lmc_model_config *c = &model->cfg;
-    lmc_status st =
-        lmc_kv_cache_init(&s->kv, c->num_hidden_layers, c->num_key_value_heads, c->head_dim,
-                          s->max_tokens);
+    lmc_status st = lmc_kv_cache_init(&s->kv, c->num_hidden_layers, c->num_key_value_heads,
+                                      c->head_dim, s->max_tokens);
     /* Sliding-window layers of decoder models get rotating caches, bounded
      * by their window; full-attention layers keep every position. Not with
      * longrope: its switch to the long factors re-runs the whole sequence in
@@ -107,12 +106,16 @@ void lmc_session_free(lmc_session *s) {
     free(s);
 }
 
-void lmc_session_reset(lmc_session *s) { s->kv.length = 0; }
+void lmc_session_reset(lmc_session *s) {
+    s->kv.length = 0;
+}
 
-int32_t lmc_session_position(const lmc_session *s) { return (int32_t)s->kv.length; }
+int32_t lmc_session_position(const lmc_session *s) {
+    return (int32_t)s->kv.length;
+}
 
-lmc_status lmc_session_forward(lmc_session *s, const int32_t *tokens, int32_t n,
-                               int all_positions, float *logits_out) {
+lmc_status lmc_session_forward(lmc_session *s, const int32_t *tokens, int32_t n, int all_positions,
+                               float *logits_out) {
     if (!s || (!tokens && n > 0) || n < 0)
         return lmc_error(LMC_ERR_INVALID_ARG, "lmc_session_forward: bad arguments");
     if (n == 0) return lmc_error(LMC_ERR_INVALID_ARG, "lmc_session_forward: no tokens");
@@ -132,10 +135,12 @@ lmc_status lmc_session_forward(lmc_session *s, const int32_t *tokens, int32_t n,
     for (int32_t off = 0; off < n; off += batch) {
         int32_t m = n - off < batch ? n - off : batch;
         float *lg = NULL;
-        if (logits_out && all_positions) lg = logits_out + (size_t)off * (size_t)V;
-        else if (logits_out && off + m == n) lg = logits_out;
-        lmc_status st = s->model->arch->forward(s->model, &s->kv, tokens + off, m,
-                                                all_positions != 0, lg);
+        if (logits_out && all_positions)
+            lg = logits_out + (size_t)off * (size_t)V;
+        else if (logits_out && off + m == n)
+            lg = logits_out;
+        lmc_status st =
+            s->model->arch->forward(s->model, &s->kv, tokens + off, m, all_positions != 0, lg);
         if (st != LMC_OK) return st;
     }
     return LMC_OK;

@@ -46,8 +46,8 @@ void lmc_decoder_model_free(lmc_model *m);
 lmc_status lmc_decoder_model_forward(lmc_model *m, lmc_kv_cache *kv, const int32_t *tokens,
                                      int64_t T, bool all_positions, float *logits);
 const lmc_decoder *lmc_decoder_model_decoder(const lmc_model *m);
-#define LMC_DECODER_HOOKS                                                                     \
-    .free = lmc_decoder_model_free, .forward = lmc_decoder_model_forward,                     \
+#define LMC_DECODER_HOOKS                                                                          \
+    .free = lmc_decoder_model_free, .forward = lmc_decoder_model_forward,                          \
     .decoder = lmc_decoder_model_decoder
 
 /* The table mapping model_type to an architecture (models/registry.c). */
@@ -65,9 +65,9 @@ const char *lmc_arch_names(void);
  * from/to are in the order gate, up, down. */
 typedef struct lmc_expert_stacking {
     const char *model_type;
-    const char *block;   /* module under model.layers.N holding the experts */
-    const char *from[3]; /* per-expert module names: <block>.experts.E.<from> */
-    const char *to[3];   /* stacked names: <block>.switch_mlp.<to> */
+    const char *block;       /* module under model.layers.N holding the experts */
+    const char *from[3];     /* per-expert module names: <block>.experts.E.<from> */
+    const char *to[3];       /* stacked names: <block>.switch_mlp.<to> */
     int64_t default_experts; /* the count when config.json has none */
 } lmc_expert_stacking;
 

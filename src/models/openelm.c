@@ -160,5 +160,4 @@ static const lmc_config_defaults openelm_defaults = {.rms_norm_eps = 1e-6,
                                                      .bos_token_id = 1,
                                                      .eos_token_id = 2};
 
-const lmc_arch lmc_arch_openelm = {"openelm", &openelm_defaults, openelm_load,
-                                   LMC_DECODER_HOOKS};
+const lmc_arch lmc_arch_openelm = {"openelm", &openelm_defaults, openelm_load, LMC_DECODER_HOOKS};

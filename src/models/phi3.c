@@ -51,8 +51,11 @@ static lmc_status phi3_load(lmc_model *m) {
     return LMC_OK;
 }
 
-static const lmc_config_defaults phi3_defaults = {
-    .rms_norm_eps = 1e-5, .max_position_embeddings = 4096, .tie_word_embeddings = false,
-    .sliding_window = 0, .bos_token_id = 1, .eos_token_id = 32000};
+static const lmc_config_defaults phi3_defaults = {.rms_norm_eps = 1e-5,
+                                                  .max_position_embeddings = 4096,
+                                                  .tie_word_embeddings = false,
+                                                  .sliding_window = 0,
+                                                  .bos_token_id = 1,
+                                                  .eos_token_id = 32000};
 
 const lmc_arch lmc_arch_phi3 = {"phi3", &phi3_defaults, phi3_load, LMC_DECODER_HOOKS};

@@ -78,7 +78,8 @@ static lmc_status phimoe_load(lmc_model *m) {
         char router[32] = "gate", name[300];
         snprintf(name, sizeof name, "%s.router.weight", p);
         if (lmc_weights_find(w, name)) snprintf(router, sizeof router, "router");
-        st = lmc_moe_bind(y->moe, w, p, router, E, K, H, c->intermediate_size, names.stacked, names.per_expert);
+        st = lmc_moe_bind(y->moe, w, p, router, E, K, H, c->intermediate_size, names.stacked,
+                          names.per_expert);
         if (st != LMC_OK) return st;
         y->moe->routing = LMC_MOE_SPARSEMIXER;
         y->moe->jitter_eps = jitter;

@@ -28,8 +28,11 @@ static lmc_status qwen2_load(lmc_model *m) {
     return LMC_OK;
 }
 
-static const lmc_config_defaults qwen2_defaults = {
-    .rms_norm_eps = 1e-6, .max_position_embeddings = 32768, .tie_word_embeddings = false,
-    .sliding_window = 0, .bos_token_id = -1, .eos_token_id = -1};
+static const lmc_config_defaults qwen2_defaults = {.rms_norm_eps = 1e-6,
+                                                   .max_position_embeddings = 32768,
+                                                   .tie_word_embeddings = false,
+                                                   .sliding_window = 0,
+                                                   .bos_token_id = -1,
+                                                   .eos_token_id = -1};
 
 const lmc_arch lmc_arch_qwen2 = {"qwen2", &qwen2_defaults, qwen2_load, LMC_DECODER_HOOKS};

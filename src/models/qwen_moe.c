@@ -99,7 +99,8 @@ static lmc_status qwen_moe_load(lmc_model *m, bool qwen3) {
         }
         lmc_moe *moe = y->moe = calloc(1, sizeof *y->moe);
         if (!moe) return lmc_error(LMC_ERR_NOMEM, "out of memory");
-        if ((st = lmc_moe_bind(moe, w, p, "gate", E, K, H, moe_I, names.stacked, names.per_expert)) != LMC_OK)
+        if ((st = lmc_moe_bind(moe, w, p, "gate", E, K, H, moe_I, names.stacked,
+                               names.per_expert)) != LMC_OK)
             return st;
         moe->norm_topk = norm_topk;
         if (qwen3) continue;

@@ -12,8 +12,16 @@ static const lmc_expert_stacking stacking[] = {
     {"mixtral", "block_sparse_moe", {"w1", "w3", "w2"}, {"gate_proj", "up_proj", "down_proj"}, 8},
     {"phimoe", "block_sparse_moe", {"w1", "w3", "w2"}, {"gate_proj", "up_proj", "down_proj"}, 16},
     /* mlx_lm/models/qwen2_moe.py, qwen3_moe.py: names kept */
-    {"qwen2_moe", "mlp", {"gate_proj", "up_proj", "down_proj"}, {"gate_proj", "up_proj", "down_proj"}, 60},
-    {"qwen3_moe", "mlp", {"gate_proj", "up_proj", "down_proj"}, {"gate_proj", "up_proj", "down_proj"}, 128},
+    {"qwen2_moe",
+     "mlp",
+     {"gate_proj", "up_proj", "down_proj"},
+     {"gate_proj", "up_proj", "down_proj"},
+     60},
+    {"qwen3_moe",
+     "mlp",
+     {"gate_proj", "up_proj", "down_proj"},
+     {"gate_proj", "up_proj", "down_proj"},
+     128},
 };
 
 const lmc_expert_stacking *lmc_expert_stacking_find(const char *model_type) {

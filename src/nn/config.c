@@ -145,8 +145,8 @@ static lmc_status parse_rope(lmc_model_config *cfg, const char *what) {
     static const struct {
         const char *name;
         lmc_rope_type type;
-    } types[] = {{"default", LMC_ROPE_DEFAULT}, {"linear", LMC_ROPE_LINEAR},
-                 {"llama3", LMC_ROPE_LLAMA3},   {"dynamic", LMC_ROPE_DYNAMIC},
+    } types[] = {{"default", LMC_ROPE_DEFAULT},   {"linear", LMC_ROPE_LINEAR},
+                 {"llama3", LMC_ROPE_LLAMA3},     {"dynamic", LMC_ROPE_DYNAMIC},
                  {"longrope", LMC_ROPE_LONGROPE}, {"su", LMC_ROPE_LONGROPE},
                  {"yarn", LMC_ROPE_YARN}};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
@@ -194,8 +194,7 @@ static void parse_eos(lmc_model_config *cfg, const json_t *j, int32_t def) {
     if (!any && def >= 0) add_eos(cfg, def);
 }
 
-lmc_status lmc_config_parse(lmc_model_config *cfg, const char *what,
-                            const lmc_config_defaults *d) {
+lmc_status lmc_config_parse(lmc_model_config *cfg, const char *what, const lmc_config_defaults *d) {
     const json_t *j = cfg->json;
     field_check fc = {0};
 #define INT(field, key, def) cfg->field = get_int(j, key, def, &fc)
@@ -223,9 +222,10 @@ lmc_status lmc_config_parse(lmc_model_config *cfg, const char *what,
     cfg->bos_token_id = bos >= 0 && bos <= INT32_MAX ? (int32_t)bos : -1;
     if (cfg->sliding_window < 0) cfg->sliding_window = 0;
     parse_eos(cfg, j, d->eos_token_id);
-    const int64_t sizes[] = {cfg->vocab_size, cfg->hidden_size, cfg->intermediate_size,
-                             cfg->num_hidden_layers, cfg->num_key_value_heads, cfg->head_dim};
-    const char *names[] = {"vocab_size", "hidden_size", "intermediate_size",
+    const int64_t sizes[] = {cfg->vocab_size,          cfg->hidden_size,
+                             cfg->intermediate_size,   cfg->num_hidden_layers,
+                             cfg->num_key_value_heads, cfg->head_dim};
+    const char *names[] = {"vocab_size",        "hidden_size",         "intermediate_size",
                            "num_hidden_layers", "num_key_value_heads", "head_dim"};
     for (int i = 0; i < 6; i++)
         if (sizes[i] <= 0 || sizes[i] > (1 << 24))

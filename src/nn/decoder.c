@@ -22,7 +22,8 @@ lmc_status lmc_decoder_init(lmc_decoder *d, const lmc_model_config *c) {
     d->embed_scale = 1.0f;
     d->layers = calloc((size_t)d->n_layers, sizeof *d->layers);
     if (!d->layers) return lmc_error(LMC_ERR_NOMEM, "out of memory");
-    d->attn = (lmc_attention_params){.n_heads = d->n_heads, .n_kv_heads = d->n_kv_heads,
+    d->attn = (lmc_attention_params){.n_heads = d->n_heads,
+                                     .n_kv_heads = d->n_kv_heads,
                                      .head_dim = d->head_dim,
                                      .scale = (float)(1.0 / sqrt((double)d->head_dim))};
     lmc_status st = lmc_rope_init(&d->rope, &c->rope, d->head_dim, c->max_position_embeddings);
@@ -45,7 +46,8 @@ void lmc_decoder_free(lmc_decoder *d) {
 
 lmc_status lmc_decoder_bind_ends(lmc_decoder *d, const lmc_weights *w, float norm_offset) {
     const lmc_model_config *c = d->cfg;
-    lmc_status st = lmc_embedding_bind(&d->embed, w, "model.embed_tokens.weight", d->vocab, d->hidden);
+    lmc_status st =
+        lmc_embedding_bind(&d->embed, w, "model.embed_tokens.weight", d->vocab, d->hidden);
     if (st != LMC_OK) return st;
     st = lmc_norm_bind(&d->final_norm, w, "model.norm", d->hidden, (float)c->rms_norm_eps,
                        norm_offset, false);
@@ -131,9 +133,8 @@ static lmc_status remember_tokens(lmc_kv_cache *kv, const int32_t *tokens, int64
  * the sequence grows past original_max_position_embeddings the cache,
  * rotated with the short factors, is dropped and the whole sequence is run
  * again (now with the long factors). Same here, from the token history. */
-static lmc_status rerun_with_long_factors(lmc_decoder *d, lmc_kv_cache *kv,
-                                          const int32_t *tokens, int64_t T, bool all_positions,
-                                          float *logits) {
+static lmc_status rerun_with_long_factors(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *tokens,
+                                          int64_t T, bool all_positions, float *logits) {
     int64_t start = kv->length, n = start + T, V = d->vocab;
     int32_t *all = malloc((size_t)n * sizeof *all);
     float *full = logits && all_positions ? malloc((size_t)(n * V) * sizeof(float)) : NULL;
@@ -153,8 +154,8 @@ static lmc_status rerun_with_long_factors(lmc_decoder *d, lmc_kv_cache *kv,
     return st;
 }
 
-lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *tokens,
-                               int64_t T, bool all_positions, float *logits) {
+lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *tokens, int64_t T,
+                               bool all_positions, float *logits) {
     int64_t H = d->hidden, hd = d->head_dim, nh = d->n_heads, nkv = d->n_kv_heads;
     int64_t qd = nh * hd, kd = nkv * hd;
     int64_t start = kv->length;
@@ -219,7 +220,8 @@ lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *
             st = lmc_moe_forward(y->moe, xn, T, H, tmp,
                                  kv->expert_calls ? kv->expert_calls + l * kv->expert_calls_stride
                                                   : NULL);
-        else st = lmc_mlp_forward(&y->mlp, xn, T, tmp);
+        else
+            st = lmc_mlp_forward(&y->mlp, xn, T, tmp);
         if (st != LMC_OK) break;
         if (y->post_mlp_norm.weight) lmc_norm_forward(&y->post_mlp_norm, tmp, tmp, T, H);
         add_into(x, tmp, T * H);
@@ -229,8 +231,10 @@ lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *
         if (logits) {
             int64_t first = all_positions ? 0 : T - 1, rows = T - first;
             lmc_norm_forward(&d->final_norm, x + first * H, xn, rows, H);
-            if (d->tied) lmc_embedding_as_linear(&d->embed, xn, rows, logits);
-            else lmc_linear_forward(&d->lm_head, xn, rows, logits);
+            if (d->tied)
+                lmc_embedding_as_linear(&d->embed, xn, rows, logits);
+            else
+                lmc_linear_forward(&d->lm_head, xn, rows, logits);
             if (d->final_softcap > 0)
                 for (int64_t i = 0; i < rows * d->vocab; i++)
                     logits[i] = tanhf(logits[i] / d->final_softcap) * d->final_softcap;
@@ -256,20 +260,21 @@ uint64_t lmc_decoder_bytes_per_token(const lmc_decoder *d) {
             const lmc_moe *m = y->moe;
             uint64_t experts = 0;
             for (int64_t e = 0; e < m->n_experts; e++)
-                experts += linear_bytes(&m->gate[e]) + linear_bytes(&m->up[e]) +
-                           linear_bytes(&m->down[e]);
+                experts +=
+                    linear_bytes(&m->gate[e]) + linear_bytes(&m->up[e]) + linear_bytes(&m->down[e]);
             total += linear_bytes(&m->router) +
                      (m->n_experts ? experts / (uint64_t)m->n_experts * (uint64_t)m->top_k : 0);
             if (m->shared)
                 total += linear_bytes(&m->shared->gate) + linear_bytes(&m->shared->up) +
                          linear_bytes(&m->shared->down) + linear_bytes(&m->shared_gate);
         } else {
-            total += linear_bytes(&y->mlp.gate) + linear_bytes(&y->mlp.up) +
-                     linear_bytes(&y->mlp.down);
+            total +=
+                linear_bytes(&y->mlp.gate) + linear_bytes(&y->mlp.up) + linear_bytes(&y->mlp.down);
         }
     }
     uint64_t embed = d->embed.quantized ? lmc_qweight_nbytes(&d->embed.qw)
                                         : (d->embed.weight ? d->embed.weight->nbytes : 0);
-    total += d->tied ? embed : linear_bytes(&d->lm_head) + embed / (uint64_t)(d->vocab ? d->vocab : 1);
+    total +=
+        d->tied ? embed : linear_bytes(&d->lm_head) + embed / (uint64_t)(d->vocab ? d->vocab : 1);
     return total;
 }

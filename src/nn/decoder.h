@@ -20,7 +20,7 @@ typedef struct lmc_norm {
     const lmc_tensor *bias;   /* LayerNorm only */
     float offset;             /* gemma's (1 + w) */
     float eps;
-    bool layer_norm;          /* LayerNorm instead of RMSNorm */
+    bool layer_norm; /* LayerNorm instead of RMSNorm */
 } lmc_norm;
 
 lmc_status lmc_norm_bind(lmc_norm *n, const lmc_weights *w, const char *prefix, int64_t dim,
@@ -47,7 +47,7 @@ typedef struct lmc_moe {
     lmc_moe_routing routing;
     float jitter_eps; /* sparsemixer: router_jitter_noise */
     int64_t n_experts, top_k;
-    bool norm_topk; /* renormalize the chosen experts' weights (Mixtral) */
+    bool norm_topk;               /* renormalize the chosen experts' weights (Mixtral) */
     lmc_linear *gate, *up, *down; /* [n_experts] */
     lmc_tensor *views;            /* storage of stacked-layout views (owned) */
     lmc_activation act;
@@ -73,7 +73,7 @@ typedef struct lmc_decoder_layer {
     bool fused_qkv;
     lmc_norm q_norm, k_norm; /* per-head norms over head_dim (optional) */
     lmc_mlp mlp;
-    lmc_moe *moe; /* replaces mlp when set */
+    lmc_moe *moe;           /* replaces mlp when set */
     int64_t sliding_window; /* 0 = global attention */
     const lmc_rope *rope;
     /* per-layer head counts (OpenELM); 0 = the decoder's. The decoder's
@@ -91,8 +91,8 @@ typedef struct lmc_decoder {
     lmc_linear lm_head;
     bool tied;
     lmc_rope rope, rope_local; /* rope_local: gemma3's sliding layers */
-    lmc_attention_params attn;  /* shared head geometry and scale */
-    float final_softcap;        /* 0 = none */
+    lmc_attention_params attn; /* shared head geometry and scale */
+    float final_softcap;       /* 0 = none */
     int64_t hidden, n_heads, n_kv_heads, head_dim, intermediate, vocab;
 } lmc_decoder;
 
@@ -103,9 +103,8 @@ void lmc_decoder_free(lmc_decoder *d);
 /* Binds the HF Llama key layout ("model.layers.N.self_attn.q_proj", ...),
  * norms with offset, attention/MLP biases per cfg, and the head (tied when
  * cfg says so and no lm_head.weight exists). */
-lmc_status lmc_decoder_bind_llama_layout(lmc_decoder *d, const lmc_weights *w,
-                                         float norm_offset, lmc_activation act, bool qkv_bias,
-                                         bool o_bias);
+lmc_status lmc_decoder_bind_llama_layout(lmc_decoder *d, const lmc_weights *w, float norm_offset,
+                                         lmc_activation act, bool qkv_bias, bool o_bias);
 /* Applies config.json's layer_types ("sliding_attention" layers get the
  * window) when present, else the window to every layer when all_sliding. */
 void lmc_decoder_set_sliding(lmc_decoder *d, int64_t window, bool all_sliding);
@@ -117,8 +116,8 @@ lmc_status lmc_decoder_bind_ends(lmc_decoder *d, const lmc_weights *w, float nor
  * embedding row. */
 uint64_t lmc_decoder_bytes_per_token(const lmc_decoder *d);
 
-lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *tokens,
-                               int64_t T, bool all_positions, float *logits);
+lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *tokens, int64_t T,
+                               bool all_positions, float *logits);
 
 /* MoE forward over x [T, hidden] into y [T, hidden]. */
 /* y [T, hidden] = the MoE block of x. calls (may be NULL): the caller's

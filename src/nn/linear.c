@@ -64,8 +64,8 @@ static lmc_status bind_quantized(const lmc_weights *w, const char *prefix, int64
     if (!scales) {
         if (wt->dtype == LMC_DTYPE_U32)
             return lmc_error(LMC_ERR_NOT_FOUND,
-                             "%s: '%s' is a packed U32 weight but '%s.scales' is missing",
-                             w->dir, name, prefix);
+                             "%s: '%s' is a packed U32 weight but '%s.scales' is missing", w->dir,
+                             name, prefix);
         return LMC_OK; /* dense */
     }
     snprintf(name, sizeof name, "%s.biases", prefix);
@@ -84,9 +84,8 @@ static lmc_status bind_quantized(const lmc_weights *w, const char *prefix, int64
     if (qw->rows != out || qw->cols != in) {
         char got[128], want[128];
         int64_t logical[2] = {qw->rows, qw->cols}, expect[2] = {out, in};
-        return lmc_error(LMC_ERR_SHAPE,
-                         "%s: quantized '%s.weight' dequantizes to %s, expected %s", w->dir,
-                         prefix, lmc_shape_str(logical, 2, got, sizeof got),
+        return lmc_error(LMC_ERR_SHAPE, "%s: quantized '%s.weight' dequantizes to %s, expected %s",
+                         w->dir, prefix, lmc_shape_str(logical, 2, got, sizeof got),
                          lmc_shape_str(expect, 2, want, sizeof want));
     }
     *weight = wt;
@@ -134,8 +133,10 @@ static void add_bias(const lmc_tensor *bias, float *y, int64_t T, int64_t out) {
 }
 
 void lmc_linear_forward(const lmc_linear *l, const float *x, int64_t T, float *y) {
-    if (l->quantized) lmc_qmatmul_rows(&l->qw, 0, l->out, x, T, y, l->out);
-    else lmc_matmul_dense_rows(l->weight, 0, l->out, x, T, y, l->out);
+    if (l->quantized)
+        lmc_qmatmul_rows(&l->qw, 0, l->out, x, T, y, l->out);
+    else
+        lmc_matmul_dense_rows(l->weight, 0, l->out, x, T, y, l->out);
     if (l->bias) add_bias(l->bias, y, T, l->out);
 }
 
@@ -166,12 +167,16 @@ lmc_status lmc_embedding_bind(lmc_embedding *e, const lmc_weights *w, const char
 
 void lmc_embedding_lookup(const lmc_embedding *e, const int32_t *ids, int64_t n, float *out) {
     for (int64_t i = 0; i < n; i++) {
-        if (e->quantized) lmc_qdequant_row(&e->qw, ids[i], out + i * e->dim);
-        else lmc_dense_row_f32(e->weight, ids[i], out + i * e->dim);
+        if (e->quantized)
+            lmc_qdequant_row(&e->qw, ids[i], out + i * e->dim);
+        else
+            lmc_dense_row_f32(e->weight, ids[i], out + i * e->dim);
     }
 }
 
 void lmc_embedding_as_linear(const lmc_embedding *e, const float *x, int64_t T, float *y) {
-    if (e->quantized) lmc_qmatmul_rows(&e->qw, 0, e->vocab, x, T, y, e->vocab);
-    else lmc_matmul_dense_rows(e->weight, 0, e->vocab, x, T, y, e->vocab);
+    if (e->quantized)
+        lmc_qmatmul_rows(&e->qw, 0, e->vocab, x, T, y, e->vocab);
+    else
+        lmc_matmul_dense_rows(e->weight, 0, e->vocab, x, T, y, e->vocab);
 }

@@ -79,8 +79,10 @@ lmc_status lmc_moe_forward(const lmc_moe *m, const float *x, int64_t T, int64_t 
         float *p = probs + t * E;
         float chosen[64];
         int32_t idx[64];
-        if (m->routing == LMC_MOE_SPARSEMIXER) sparsemixer(p, E, m->jitter_eps, idx, chosen);
-        else lmc_softmax(p, E);
+        if (m->routing == LMC_MOE_SPARSEMIXER)
+            sparsemixer(p, E, m->jitter_eps, idx, chosen);
+        else
+            lmc_softmax(p, E);
         for (int64_t k = 0; k < K && m->routing != LMC_MOE_SPARSEMIXER; k++) {
             int32_t best = -1;
             for (int64_t e = 0; e < E; e++) {
@@ -122,7 +124,8 @@ lmc_status lmc_moe_forward(const lmc_moe *m, const float *x, int64_t T, int64_t 
         for (int64_t i = 0; i < n * I; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
         lmc_linear_forward(&m->down[e], g, n, ye);
         for (int64_t r = 0; r < n; r++)
-            for (int64_t i = 0; i < hidden; i++) y[tok[r] * hidden + i] += w[r] * ye[r * hidden + i];
+            for (int64_t i = 0; i < hidden; i++)
+                y[tok[r] * hidden + i] += w[r] * ye[r * hidden + i];
     }
     if (m->shared) {
         /* qwen2_moe: y += sigmoid(shared_expert_gate(x)) * shared_expert(x) */
@@ -193,8 +196,10 @@ static lmc_status bind_stacked(lmc_moe *m, const lmc_weights *w, const char *pre
             st = lmc_qweight_from_tensors(t, scales, biases, bits, group, module, &all);
             if (st != LMC_OK) return lmc_error_prefix(st, "%s", w->dir);
             for (int64_t e = 0; e < E; e++)
-                dst[j][e] = (lmc_linear){.weight = t, .quantized = true,
-                                         .qw = lmc_qweight_rows(&all, e * out, out), .in = in,
+                dst[j][e] = (lmc_linear){.weight = t,
+                                         .quantized = true,
+                                         .qw = lmc_qweight_rows(&all, e * out, out),
+                                         .in = in,
                                          .out = out};
             continue;
         }
@@ -215,8 +220,8 @@ static lmc_status bind_stacked(lmc_moe *m, const lmc_weights *w, const char *pre
 /* transformers 5's in-memory layout, should a file hold it:
  * <prefix>.experts.gate_up_proj [E, 2I, H] ([gate; up] per expert) and
  * <prefix>.experts.down_proj [E, H, I], dense. */
-static lmc_status bind_fused(lmc_moe *m, const lmc_weights *w, const char *prefix,
-                             int64_t hidden, int64_t inter) {
+static lmc_status bind_fused(lmc_moe *m, const lmc_weights *w, const char *prefix, int64_t hidden,
+                             int64_t inter) {
     int64_t E = m->n_experts;
     char name[512];
     const lmc_tensor *gu, *down;
@@ -243,10 +248,9 @@ static lmc_status bind_fused(lmc_moe *m, const lmc_weights *w, const char *prefi
     return LMC_OK;
 }
 
-lmc_status lmc_moe_bind(lmc_moe *m, const lmc_weights *w, const char *prefix,
-                        const char *router, int64_t n_experts, int64_t top_k, int64_t hidden,
-                        int64_t inter, const char *const stacked[4],
-                        const char *const per_expert[3]) {
+lmc_status lmc_moe_bind(lmc_moe *m, const lmc_weights *w, const char *prefix, const char *router,
+                        int64_t n_experts, int64_t top_k, int64_t hidden, int64_t inter,
+                        const char *const stacked[4], const char *const per_expert[3]) {
     memset(m, 0, sizeof *m);
     m->n_experts = n_experts;
     m->top_k = top_k;
@@ -258,8 +262,7 @@ lmc_status lmc_moe_bind(lmc_moe *m, const lmc_weights *w, const char *prefix,
     m->gate = calloc((size_t)n_experts, sizeof *m->gate);
     m->up = calloc((size_t)n_experts, sizeof *m->up);
     m->down = calloc((size_t)n_experts, sizeof *m->down);
-    if (!m->gate || !m->up || !m->down)
-        return lmc_error(LMC_ERR_NOMEM, "out of memory");
+    if (!m->gate || !m->up || !m->down) return lmc_error(LMC_ERR_NOMEM, "out of memory");
     /* mlx-lm's sanitize stacks experts as <prefix>.<stacked[0]>.{gate,up,down}; HF keeps
      * one tensor per expert. Read whichever the file holds, in place. */
     char sprefix[512];

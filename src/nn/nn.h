@@ -99,7 +99,7 @@ typedef struct lmc_kv_cache {
     int64_t n_layers, n_kv_heads, head_dim;
     int64_t capacity; /* most slots allocated in any layer */
     int64_t max_capacity;
-    int64_t length; /* positions filled */
+    int64_t length;    /* positions filled */
     int64_t max_batch; /* most tokens one forward may add; 0 = any (no rotating layer) */
     /* the token at each filled position, kept only by models that may have to
      * recompute the cache (longrope's switch to long factors); NULL otherwise */
@@ -136,9 +136,9 @@ void lmc_kv_cache_store(lmc_kv_cache *c, int64_t layer, int64_t start, const flo
 
 typedef struct lmc_attention_params {
     int64_t n_heads, n_kv_heads, head_dim;
-    float scale;          /* usually 1/sqrt(head_dim) */
+    float scale;            /* usually 1/sqrt(head_dim) */
     int64_t sliding_window; /* 0 = none; else key j is seen by query i when i - j < window */
-    float softcap;        /* 0 = none */
+    float softcap;          /* 0 = none */
 } lmc_attention_params;
 
 /* Causal attention of q [T, n_heads, head_dim] at positions start..start+T-1

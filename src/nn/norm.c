@@ -6,11 +6,13 @@
 #include <string.h>
 
 lmc_status lmc_activation_parse(const char *name, lmc_activation *out) {
-    if (!strcmp(name, "silu") || !strcmp(name, "swish")) *out = LMC_ACT_SILU;
+    if (!strcmp(name, "silu") || !strcmp(name, "swish"))
+        *out = LMC_ACT_SILU;
     else if (!strcmp(name, "gelu_pytorch_tanh") || !strcmp(name, "gelu_new") ||
              !strcmp(name, "gelu_fast"))
         *out = LMC_ACT_GELU_TANH;
-    else if (!strcmp(name, "gelu")) *out = LMC_ACT_GELU;
+    else if (!strcmp(name, "gelu"))
+        *out = LMC_ACT_GELU;
     else
         return lmc_error(LMC_ERR_UNSUPPORTED,
                          "hidden_act '%s' is not supported (silu, gelu, gelu_pytorch_tanh)", name);
@@ -59,11 +61,12 @@ void lmc_norm_forward(const lmc_norm *n, const float *x, float *y, int64_t rows,
         for (int64_t i0 = 0; i0 < dim; i0 += 1024) {
             int64_t m = dim - i0 < 1024 ? dim - i0 : 1024;
             size_t es = lmc_dtype_size(n->weight->dtype);
-            lmc_convert_to_f32(n->weight->dtype, (const uint8_t *)n->weight->data + i0 * es, wb[0], m);
+            lmc_convert_to_f32(n->weight->dtype, (const uint8_t *)n->weight->data + i0 * es, wb[0],
+                               m);
             if (n->bias)
-                lmc_convert_to_f32(n->bias->dtype,
-                                   (const uint8_t *)n->bias->data + i0 * lmc_dtype_size(n->bias->dtype),
-                                   wb[1], m);
+                lmc_convert_to_f32(
+                    n->bias->dtype,
+                    (const uint8_t *)n->bias->data + i0 * lmc_dtype_size(n->bias->dtype), wb[1], m);
             for (int64_t i = 0; i < m; i++)
                 yr[i0 + i] = (float)(xr[i0 + i] - mean) * inv * (wb[0][i] + n->offset) +
                              (n->bias ? wb[1][i] : 0.0f);

@@ -108,8 +108,10 @@ lmc_status lmc_rope_init(lmc_rope *r, const lmc_rope_config *cfg, int64_t head_d
         r->inv_freq[i] = (float)(1.0 / pow(cfg->theta, (double)expo));
     }
     switch (cfg->type) {
-    case LMC_ROPE_DEFAULT: break;
-    case LMC_ROPE_DYNAMIC: break; /* equals default up to max_position_embeddings */
+    case LMC_ROPE_DEFAULT:
+        break;
+    case LMC_ROPE_DYNAMIC:
+        break; /* equals default up to max_position_embeddings */
     case LMC_ROPE_LINEAR:
         for (int64_t i = 0; i < half; i++) r->inv_freq[i] = (float)(r->inv_freq[i] / cfg->factor);
         break;
@@ -135,9 +137,10 @@ lmc_status lmc_rope_init(lmc_rope *r, const lmc_rope_config *cfg, int64_t head_d
         static const char *const names[] = {"default", "linear",   "llama3",
                                             "dynamic", "longrope", "yarn"};
         lmc_rope_free(r);
-        return lmc_error(LMC_ERR_UNSUPPORTED,
-                         "rope type '%s' is not supported yet (default, linear, llama3, dynamic, longrope)",
-                         (unsigned)cfg->type < 6 ? names[cfg->type] : "?");
+        return lmc_error(
+            LMC_ERR_UNSUPPORTED,
+            "rope type '%s' is not supported yet (default, linear, llama3, dynamic, longrope)",
+            (unsigned)cfg->type < 6 ? names[cfg->type] : "?");
     }
     }
     return LMC_OK;

@@ -116,9 +116,13 @@ lmc_status tpl_buf_append(tpl_buf *b, const char *s, size_t len) {
     return LMC_OK;
 }
 
-lmc_status tpl_buf_putc(tpl_buf *b, char c) { return tpl_buf_append(b, &c, 1); }
+lmc_status tpl_buf_putc(tpl_buf *b, char c) {
+    return tpl_buf_append(b, &c, 1);
+}
 
-lmc_status tpl_buf_puts(tpl_buf *b, const char *s) { return tpl_buf_append(b, s, strlen(s)); }
+lmc_status tpl_buf_puts(tpl_buf *b, const char *s) {
+    return tpl_buf_append(b, s, strlen(s));
+}
 
 lmc_status tpl_buf_printf(tpl_buf *b, const char *fmt, ...) {
     char tmp[256];

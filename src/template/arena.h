@@ -13,8 +13,8 @@ typedef struct tpl_arena_block tpl_arena_block;
 
 typedef struct tpl_arena {
     tpl_arena_block *head;
-    size_t total;  /* bytes obtained from malloc so far */
-    size_t limit;  /* 0 = no limit */
+    size_t total;    /* bytes obtained from malloc so far */
+    size_t limit;    /* 0 = no limit */
     bool over_limit; /* the last failure was the limit, not malloc */
 } tpl_arena;
 

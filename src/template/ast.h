@@ -14,15 +14,15 @@ typedef enum tok_type {
     TOK_BLOCK_BEGIN, /* {% */
     TOK_BLOCK_END,   /* %} */
     TOK_NAME,
-    TOK_STRING,      /* decoded text in text/len */
+    TOK_STRING, /* decoded text in text/len */
     TOK_INT,
     TOK_FLOAT,
-    TOK_OP,          /* operator or punctuation in text */
+    TOK_OP, /* operator or punctuation in text */
 } tok_type;
 
 typedef struct tpl_token {
     tok_type type;
-    uint32_t pos;    /* byte offset in the normalized source */
+    uint32_t pos; /* byte offset in the normalized source */
     const char *text;
     size_t len;
     int64_t ival;
@@ -43,8 +43,8 @@ lmc_status tpl_fail_at(const tpl_source *src, uint32_t pos, lmc_status st, const
 /* Normalizes newlines as jinja2 does (\r\n and \r become \n, a single
  * trailing newline is dropped: keep_trailing_newline=False) and tokenizes
  * with trim_blocks and lstrip_blocks on, as transformers configures. */
-lmc_status tpl_lex(tpl_arena *a, const char *text, size_t len, tpl_source *src,
-                   tpl_token **tokens, size_t *count);
+lmc_status tpl_lex(tpl_arena *a, const char *text, size_t len, tpl_source *src, tpl_token **tokens,
+                   size_t *count);
 
 /* ---- syntax tree (parser.c) --------------------------------------------- */
 
@@ -85,7 +85,14 @@ typedef enum node_kind {
 } node_kind;
 
 typedef enum bin_op {
-    OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_FLOORDIV, OP_MOD, OP_POW, OP_CONCAT,
+    OP_ADD,
+    OP_SUB,
+    OP_MUL,
+    OP_DIV,
+    OP_FLOORDIV,
+    OP_MOD,
+    OP_POW,
+    OP_CONCAT,
 } bin_op;
 
 typedef enum cmp_op { CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_IN, CMP_NOTIN } cmp_op;
@@ -117,27 +124,79 @@ struct node {
     union {
         tv literal;
         const char *name;
-        struct { node *obj; const char *attr; } getattr;
-        struct { node *obj; node *index; } getitem;
-        struct { node *start, *stop, *step; } slice;
-        struct { node *fn; call_args args; } call;
-        struct { node *arg; const char *name; call_args args; bool negate; } filter; /* also tests */
-        struct { node *a, *b; bin_op op; } binary;
+        struct {
+            node *obj;
+            const char *attr;
+        } getattr;
+        struct {
+            node *obj;
+            node *index;
+        } getitem;
+        struct {
+            node *start, *stop, *step;
+        } slice;
+        struct {
+            node *fn;
+            call_args args;
+        } call;
+        struct {
+            node *arg;
+            const char *name;
+            call_args args;
+            bool negate;
+        } filter; /* also tests */
+        struct {
+            node *a, *b;
+            bin_op op;
+        } binary;
         node *operand; /* N_NEG, N_POS, N_NOT */
-        struct { node *first; cmp_op *ops; node_list rest; } compare;
-        struct { node *a, *b; } logic; /* N_AND, N_OR */
-        struct { node *cond, *then, *otherwise; } cond;
-        node_list items;                      /* N_LIST, N_TUPLE, N_BODY */
-        struct { node_list keys, values; } dict;
-        struct { const char *text; size_t len; } text;
-        node *expr;                           /* N_OUTPUT */
-        struct { node_list conds, bodies; node *else_body; } if_;
-        struct { node *target, *iter, *filter, *body, *else_body; } for_;
-        struct { node *target, *value; } set;
-        struct { node *target, *body, *filters; } set_block; /* filters: N_FILTER chain or NULL */
-        struct { const char *name; param_list params; node *body; } macro;
-        struct { node *call; param_list params; node *body; } call_block;
-        struct { node *filters; node *body; } filter_block;
+        struct {
+            node *first;
+            cmp_op *ops;
+            node_list rest;
+        } compare;
+        struct {
+            node *a, *b;
+        } logic; /* N_AND, N_OR */
+        struct {
+            node *cond, *then, *otherwise;
+        } cond;
+        node_list items; /* N_LIST, N_TUPLE, N_BODY */
+        struct {
+            node_list keys, values;
+        } dict;
+        struct {
+            const char *text;
+            size_t len;
+        } text;
+        node *expr; /* N_OUTPUT */
+        struct {
+            node_list conds, bodies;
+            node *else_body;
+        } if_;
+        struct {
+            node *target, *iter, *filter, *body, *else_body;
+        } for_;
+        struct {
+            node *target, *value;
+        } set;
+        struct {
+            node *target, *body, *filters;
+        } set_block; /* filters: N_FILTER chain or NULL */
+        struct {
+            const char *name;
+            param_list params;
+            node *body;
+        } macro;
+        struct {
+            node *call;
+            param_list params;
+            node *body;
+        } call_block;
+        struct {
+            node *filters;
+            node *body;
+        } filter_block;
     } u;
 };
 

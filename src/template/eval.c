@@ -21,7 +21,9 @@ lmc_status tpl_fail(tpl_ctx *c, const node *at, lmc_status st, const char *fmt, 
     return tpl_fail_at(c->src, at->pos, st, "%s", msg);
 }
 
-lmc_status tpl_nomem(tpl_ctx *c) { return tpl_arena_status(c->arena); }
+lmc_status tpl_nomem(tpl_ctx *c) {
+    return tpl_arena_status(c->arena);
+}
 
 lmc_status tpl_undefined_error(tv u) {
     return lmc_error(LMC_ERR_FORMAT, "%s",
@@ -61,7 +63,9 @@ lmc_status tpl_iterate(tpl_ctx *c, tv v, tv *out) {
     case TV_UNDEFINED:
         if (!tv_make_list(c->arena, 0, false, out)) return tpl_nomem(c);
         return LMC_OK;
-    case TV_LIST: *out = v; return LMC_OK;
+    case TV_LIST:
+        *out = v;
+        return LMC_OK;
     case TV_DICT:
     case TV_NAMESPACE:
         if (!tv_make_list(c->arena, v.u.d->len, false, out)) return tpl_nomem(c);
@@ -117,7 +121,9 @@ static lmc_status assign(tpl_ctx *c, const char *name, tv v) {
 
 static lmc_status eval(tpl_ctx *c, const node *n, tv *out);
 
-static int64_t as_int(tv v) { return v.type == TV_BOOL ? v.u.b : v.u.i; }
+static int64_t as_int(tv v) {
+    return v.type == TV_BOOL ? v.u.b : v.u.i;
+}
 
 static lmc_status eval_args(tpl_ctx *c, const call_args *ca, tpl_args *a) {
     size_t np = ca->pos.len, nk = ca->kw_values.len;
@@ -153,8 +159,10 @@ static lmc_status eval_slice(tpl_ctx *c, const node *at, tv obj, const node *sl,
 static lmc_status eval_filter_node(tpl_ctx *c, const node *n, tv *out) {
     tv in;
     lmc_status st;
-    if (!n->u.filter.arg) in = c->filter_input;
-    else if ((st = eval(c, n->u.filter.arg, &in)) != LMC_OK) return st;
+    if (!n->u.filter.arg)
+        in = c->filter_input;
+    else if ((st = eval(c, n->u.filter.arg, &in)) != LMC_OK)
+        return st;
     tpl_args a;
     if ((st = eval_args(c, &n->u.filter.args, &a)) != LMC_OK) return st;
     bool found = true;
@@ -174,7 +182,9 @@ static lmc_status eval(tpl_ctx *c, const node *n, tv *out) {
     lmc_status st = LMC_OK;
     tv a, b;
     switch (n->kind) {
-    case N_LITERAL: *out = n->u.literal; return LMC_OK;
+    case N_LITERAL:
+        *out = n->u.literal;
+        return LMC_OK;
     case N_NAME:
         if (!lookup(c, n->u.name, out)) {
             char *msg = tpl_alloc(c->arena, strlen(n->u.name) + 20);
@@ -199,12 +209,14 @@ static lmc_status eval(tpl_ctx *c, const node *n, tv *out) {
         return locate(c, n, tpl_call(c, n, a, &args, out));
     }
     case N_FILTER:
-    case N_TEST: return eval_filter_node(c, n, out);
+    case N_TEST:
+        return eval_filter_node(c, n, out);
     case N_NEG:
     case N_POS:
         if ((st = eval(c, n->u.operand, &a)) != LMC_OK) return st;
         if (a.type == TV_UNDEFINED) return locate(c, n, tpl_undefined_error(a));
-        if (a.type == TV_FLOAT) *out = tv_float(n->kind == N_NEG ? -a.u.f : a.u.f);
+        if (a.type == TV_FLOAT)
+            *out = tv_float(n->kind == N_NEG ? -a.u.f : a.u.f);
         else if (a.type == TV_INT || a.type == TV_BOOL) {
             if (n->kind == N_NEG && as_int(a) == INT64_MIN)
                 return tpl_fail(c, n, LMC_ERR_UNSUPPORTED, "integer overflow");
@@ -235,7 +247,8 @@ static lmc_status eval(tpl_ctx *c, const node *n, tv *out) {
         bool r = true;
         for (size_t i = 0; i < n->u.compare.rest.len && r; i++) {
             if ((st = eval(c, n->u.compare.rest.items[i], &b)) != LMC_OK) return st;
-            if ((st = tpl_compare_op(n->u.compare.ops[i], a, b, &r)) != LMC_OK) return locate(c, n, st);
+            if ((st = tpl_compare_op(n->u.compare.ops[i], a, b, &r)) != LMC_OK)
+                return locate(c, n, st);
             a = b;
         }
         *out = tv_bool(r);
@@ -245,7 +258,8 @@ static lmc_status eval(tpl_ctx *c, const node *n, tv *out) {
         if ((st = eval(c, n->u.cond.cond, &a)) != LMC_OK) return st;
         if (tv_truthy(a)) return eval(c, n->u.cond.then, out);
         if (n->u.cond.otherwise) return eval(c, n->u.cond.otherwise, out);
-        *out = tv_undefined("the inline if-expression evaluated to false and no else section was defined");
+        *out = tv_undefined(
+            "the inline if-expression evaluated to false and no else section was defined");
         return LMC_OK;
     case N_LIST:
     case N_TUPLE:
@@ -269,7 +283,8 @@ static lmc_status eval(tpl_ctx *c, const node *n, tv *out) {
         *out = d;
         return LMC_OK;
     }
-    default: return tpl_fail(c, n, LMC_ERR_FORMAT, "statement used as an expression");
+    default:
+        return tpl_fail(c, n, LMC_ERR_FORMAT, "statement used as an expression");
     }
 }
 
@@ -304,7 +319,8 @@ static lmc_status assign_target(tpl_ctx *c, const node *target, tv v) {
     if (target->kind == N_GETATTR) {
         tv ns;
         if (!lookup(c, target->u.getattr.obj->u.name, &ns) || ns.type != TV_NAMESPACE)
-            return tpl_fail(c, target, LMC_ERR_FORMAT, "cannot assign attribute on non-namespace object");
+            return tpl_fail(c, target, LMC_ERR_FORMAT,
+                            "cannot assign attribute on non-namespace object");
         tv k;
         if ((st = tpl_str(c, target->u.getattr.attr, strlen(target->u.getattr.attr), &k)) != LMC_OK)
             return st;
@@ -322,7 +338,8 @@ static lmc_status assign_target(tpl_ctx *c, const node *target, tv v) {
         return tpl_fail(c, target, LMC_ERR_FORMAT, "cannot unpack %zu values into %zu names",
                         seq.u.l->len, want);
     for (size_t i = 0; i < want; i++)
-        if ((st = assign(c, target->u.items.items[i]->u.name, seq.u.l->items[i])) != LMC_OK) return st;
+        if ((st = assign(c, target->u.items.items[i]->u.name, seq.u.l->items[i])) != LMC_OK)
+            return st;
     return LMC_OK;
 }
 
@@ -401,11 +418,13 @@ lmc_status tpl_call_macro(tpl_ctx *c, const node *at, tpl_macro *m, const tpl_ar
     if (!(c->scope = push_scope(c, m->closure))) return tpl_nomem(c);
     for (size_t k = 0; k < a->nkw && (st = LMC_OK) == LMC_OK; k++) {
         bool known = !strcmp(a->kw_names[k], "caller");
-        for (size_t i = 0; i < ps->len && !known; i++) known = !strcmp(ps->names[i], a->kw_names[k]);
+        for (size_t i = 0; i < ps->len && !known; i++)
+            known = !strcmp(ps->names[i], a->kw_names[k]);
         if (!known) {
             c->scope = saved;
-            return tpl_fail(c, at, LMC_ERR_FORMAT, "macro '%s' was invoked with unknown keyword argument '%s'",
-                            m->name, a->kw_names[k]);
+            return tpl_fail(c, at, LMC_ERR_FORMAT,
+                            "macro '%s' was invoked with unknown keyword argument '%s'", m->name,
+                            a->kw_names[k]);
         }
     }
     for (size_t i = 0; i < ps->len; i++) {
@@ -453,8 +472,10 @@ static lmc_status exec_call_block(tpl_ctx *c, const node *n) {
     tpl_args a;
     if ((st = eval_args(c, &call->u.call.args, &a)) != LMC_OK) return st;
     if (fn.type != TV_MACRO)
-        return tpl_fail(c, n, LMC_ERR_FORMAT, "call block needs a macro, not '%s'", tv_type_name(fn));
-    if ((st = make_macro(c, "caller", &n->u.call_block.params, n->u.call_block.body, &caller)) != LMC_OK)
+        return tpl_fail(c, n, LMC_ERR_FORMAT, "call block needs a macro, not '%s'",
+                        tv_type_name(fn));
+    if ((st = make_macro(c, "caller", &n->u.call_block.params, n->u.call_block.body, &caller)) !=
+        LMC_OK)
         return st;
     if ((st = tpl_call_macro(c, n, fn.u.macro, &a, caller, &result)) != LMC_OK) return st;
     return tpl_buf_append(c->out, result.u.s->data, result.u.s->len);
@@ -477,8 +498,10 @@ static lmc_status exec(tpl_ctx *c, const node *n) {
     if (st != LMC_OK) return st;
     tv v;
     switch (n->kind) {
-    case N_BODY: return exec_body(c, n);
-    case N_TEXT: return locate(c, n, tpl_buf_append(c->out, n->u.text.text, n->u.text.len));
+    case N_BODY:
+        return exec_body(c, n);
+    case N_TEXT:
+        return locate(c, n, tpl_buf_append(c->out, n->u.text.text, n->u.text.len));
     case N_OUTPUT:
         if ((st = eval(c, n->u.expr, &v)) != LMC_OK) return st;
         return locate(c, n, tv_to_str(v, c->out));
@@ -489,7 +512,8 @@ static lmc_status exec(tpl_ctx *c, const node *n) {
         }
         if (n->u.if_.else_body) return exec_body(c, n->u.if_.else_body);
         return LMC_OK;
-    case N_FOR: return exec_for(c, n);
+    case N_FOR:
+        return exec_for(c, n);
     case N_SET:
         if ((st = eval(c, n->u.set.value, &v)) != LMC_OK) return st;
         return assign_target(c, n->u.set.target, v);
@@ -498,20 +522,24 @@ static lmc_status exec(tpl_ctx *c, const node *n) {
         if ((st = apply_block_filters(c, n->u.set_block.filters, v, &v)) != LMC_OK) return st;
         return assign_target(c, n->u.set_block.target, v);
     case N_MACRO:
-        if ((st = make_macro(c, n->u.macro.name, &n->u.macro.params, n->u.macro.body, &v)) != LMC_OK)
+        if ((st = make_macro(c, n->u.macro.name, &n->u.macro.params, n->u.macro.body, &v)) !=
+            LMC_OK)
             return st;
         return assign(c, n->u.macro.name, v);
-    case N_CALL_BLOCK: return exec_call_block(c, n);
+    case N_CALL_BLOCK:
+        return exec_call_block(c, n);
     case N_FILTER_BLOCK:
         if ((st = capture(c, n->u.filter_block.body, &v)) != LMC_OK) return st;
         if ((st = apply_block_filters(c, n->u.filter_block.filters, v, &v)) != LMC_OK) return st;
         return locate(c, n, tv_to_str(v, c->out));
     case N_BREAK:
     case N_CONTINUE:
-        if (c->loop_depth == 0) return tpl_fail(c, n, LMC_ERR_FORMAT, "loop control outside of a loop");
+        if (c->loop_depth == 0)
+            return tpl_fail(c, n, LMC_ERR_FORMAT, "loop control outside of a loop");
         c->flow = n->kind == N_BREAK ? FLOW_BREAK : FLOW_CONTINUE;
         return LMC_OK;
-    default: return tpl_fail(c, n, LMC_ERR_FORMAT, "expression used as a statement");
+    default:
+        return tpl_fail(c, n, LMC_ERR_FORMAT, "expression used as a statement");
     }
 }
 
@@ -558,8 +586,10 @@ lmc_status tpl_render(const lmc_template *t, const json_t *vars, const tpl_optio
         return lmc_error(LMC_ERR_INVALID_ARG, "template variables must be a JSON object");
     tpl_arena arena;
     tpl_ctx c = {0};
-    if (opts) c.opts = *opts;
-    else tpl_options_default(&c.opts);
+    if (opts)
+        c.opts = *opts;
+    else
+        tpl_options_default(&c.opts);
     tpl_arena_init(&arena, c.opts.max_memory);
     c.arena = &arena;
     c.src = &t->src;
@@ -585,7 +615,8 @@ lmc_status tpl_render(const lmc_template *t, const json_t *vars, const tpl_optio
     if (st == LMC_OK) st = exec_body(&c, t->root);
     if (st == LMC_OK) {
         *out = malloc(buf.len + 1);
-        if (!*out) st = lmc_error(LMC_ERR_NOMEM, "out of memory");
+        if (!*out)
+            st = lmc_error(LMC_ERR_NOMEM, "out of memory");
         else {
             memcpy(*out, buf.data, buf.len + 1);
             if (len) *len = buf.len;

@@ -84,8 +84,8 @@ lmc_status tpl_getattr(tpl_ctx *c, tv obj, const char *name, tv *out);
 lmc_status tpl_getitem(tpl_ctx *c, tv obj, tv key, tv *out);
 /* Calls a function, bound method or macro. */
 lmc_status tpl_call(tpl_ctx *c, const node *at, tv fn, const tpl_args *a, tv *out);
-lmc_status tpl_call_macro(tpl_ctx *c, const node *at, tpl_macro *m, const tpl_args *a,
-                          tv caller, tv *out);
+lmc_status tpl_call_macro(tpl_ctx *c, const node *at, tpl_macro *m, const tpl_args *a, tv caller,
+                          tv *out);
 /* Global functions (range, namespace, dict, raise_exception, strftime_now). */
 bool tpl_lookup_global(const char *name, tv *out);
 /* Attribute of an item by a dotted path ("a.b", "0"), as jinja2's
@@ -93,14 +93,13 @@ bool tpl_lookup_global(const char *name, tv *out);
 lmc_status tpl_attr_path(tpl_ctx *c, tv item, tv path, tv *out);
 
 /* Filters and tests; *found false when the name is unknown. */
-lmc_status tpl_filter(tpl_ctx *c, const char *name, tv in, const tpl_args *a, tv *out,
-                      bool *found);
-lmc_status tpl_test(tpl_ctx *c, const char *name, tv in, const tpl_args *a, bool *out,
-                    bool *found);
+lmc_status tpl_filter(tpl_ctx *c, const char *name, tv in, const tpl_args *a, tv *out, bool *found);
+lmc_status tpl_test(tpl_ctx *c, const char *name, tv in, const tpl_args *a, bool *out, bool *found);
 
 /* String helpers shared by methods and filters (Python semantics). */
 lmc_status tpl_str_strip(tpl_ctx *c, tv s, tv chars, bool left, bool right, tv *out);
-lmc_status tpl_str_case(tpl_ctx *c, tv s, int mode, tv *out); /* 0 lower 1 upper 2 capitalize 3 str.title */
+lmc_status tpl_str_case(tpl_ctx *c, tv s, int mode,
+                        tv *out); /* 0 lower 1 upper 2 capitalize 3 str.title */
 lmc_status tpl_str_replace(tpl_ctx *c, tv s, tv old, tv rep, int64_t count, tv *out);
 bool tpl_str_contains(tv hay, tv needle);
 

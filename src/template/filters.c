@@ -13,7 +13,9 @@
 
 typedef lmc_status (*filter_fn)(tpl_ctx *c, tv in, const tpl_args *a, tv *out);
 
-static lmc_status need_string(tpl_ctx *c, tv in, tv *out) { return tpl_to_string(c, in, out); }
+static lmc_status need_string(tpl_ctx *c, tv in, tv *out) {
+    return tpl_to_string(c, in, out);
+}
 
 static int64_t int_or(tv v, int64_t def) {
     if (v.type == TV_INT) return v.u.i;
@@ -57,7 +59,8 @@ static lmc_status f_tojson(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
     tpl_buf b;
     tpl_buf_init(&b, c->arena, c->opts.max_output);
     if ((st = tpl_buf_append(&b, "", 0)) != LMC_OK) return st;
-    if (in.type == TV_UNDEFINED) return lmc_error(LMC_ERR_FORMAT, "Object of type Undefined is not JSON serializable");
+    if (in.type == TV_UNDEFINED)
+        return lmc_error(LMC_ERR_FORMAT, "Object of type Undefined is not JSON serializable");
     if ((st = tv_to_json(in, &o, &b)) != LMC_OK) return st;
     return tpl_str(c, b.data, b.len, out);
 }
@@ -66,12 +69,21 @@ static lmc_status f_length(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
     (void)c;
     (void)a;
     switch (in.type) {
-    case TV_UNDEFINED: *out = tv_int(0); return LMC_OK;
-    case TV_STRING: *out = tv_int((int64_t)tpl_utf8_length(in.u.s->data, in.u.s->len)); return LMC_OK;
-    case TV_LIST: *out = tv_int((int64_t)in.u.l->len); return LMC_OK;
+    case TV_UNDEFINED:
+        *out = tv_int(0);
+        return LMC_OK;
+    case TV_STRING:
+        *out = tv_int((int64_t)tpl_utf8_length(in.u.s->data, in.u.s->len));
+        return LMC_OK;
+    case TV_LIST:
+        *out = tv_int((int64_t)in.u.l->len);
+        return LMC_OK;
     case TV_DICT:
-    case TV_NAMESPACE: *out = tv_int((int64_t)in.u.d->len); return LMC_OK;
-    default: return lmc_error(LMC_ERR_FORMAT, "object of type '%s' has no len()", tv_type_name(in));
+    case TV_NAMESPACE:
+        *out = tv_int((int64_t)in.u.d->len);
+        return LMC_OK;
+    default:
+        return lmc_error(LMC_ERR_FORMAT, "object of type '%s' has no len()", tv_type_name(in));
     }
 }
 
@@ -79,8 +91,11 @@ static lmc_status f_first_last(tpl_ctx *c, tv in, bool last, tv *out) {
     tv seq;
     lmc_status st = tpl_iterate(c, in, &seq);
     if (st != LMC_OK) return st;
-    if (seq.u.l->len == 0) *out = tv_undefined(last ? "No last item, sequence was empty." : "No first item, sequence was empty.");
-    else *out = seq.u.l->items[last ? seq.u.l->len - 1 : 0];
+    if (seq.u.l->len == 0)
+        *out = tv_undefined(last ? "No last item, sequence was empty."
+                                 : "No first item, sequence was empty.");
+    else
+        *out = seq.u.l->items[last ? seq.u.l->len - 1 : 0];
     return LMC_OK;
 }
 static lmc_status f_first(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
@@ -97,9 +112,18 @@ static lmc_status f_case(tpl_ctx *c, tv in, int mode, tv *out) {
     if (st != LMC_OK) return st;
     return tpl_str_case(c, in, mode, out);
 }
-static lmc_status f_lower(tpl_ctx *c, tv in, const tpl_args *a, tv *out) { (void)a; return f_case(c, in, 0, out); }
-static lmc_status f_upper(tpl_ctx *c, tv in, const tpl_args *a, tv *out) { (void)a; return f_case(c, in, 1, out); }
-static lmc_status f_capitalize(tpl_ctx *c, tv in, const tpl_args *a, tv *out) { (void)a; return f_case(c, in, 2, out); }
+static lmc_status f_lower(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
+    (void)a;
+    return f_case(c, in, 0, out);
+}
+static lmc_status f_upper(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
+    (void)a;
+    return f_case(c, in, 1, out);
+}
+static lmc_status f_capitalize(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
+    (void)a;
+    return f_case(c, in, 2, out);
+}
 
 /* jinja2 do_title: words start after runs of whitespace, '-', '(', '{',
  * '[' or '<'; the first character is uppercased and the rest lowercased. */
@@ -117,7 +141,9 @@ static lmc_status f_title(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
         bool sep = cp == ' ' || (cp >= '\t' && cp <= '\r') || cp == '-' || cp == '(' || cp == '{' ||
                    cp == '[' || cp == '<' || (cp >= 0x1c && cp <= 0x1f);
         uint32_t r = cp;
-        if (!sep) r = (uint32_t)(start ? utf8proc_toupper((utf8proc_int32_t)cp) : utf8proc_tolower((utf8proc_int32_t)cp));
+        if (!sep)
+            r = (uint32_t)(start ? utf8proc_toupper((utf8proc_int32_t)cp)
+                                 : utf8proc_tolower((utf8proc_int32_t)cp));
         start = sep;
         char enc[4];
         st = tpl_buf_append(&b, enc, tpl_utf8_encode(r, enc));
@@ -195,8 +221,14 @@ static lmc_status copy_list(tpl_ctx *c, tv in, tv *out) {
     return LMC_OK;
 }
 
-static lmc_status f_list(tpl_ctx *c, tv in, const tpl_args *a, tv *out) { (void)a; return copy_list(c, in, out); }
-static lmc_status f_string(tpl_ctx *c, tv in, const tpl_args *a, tv *out) { (void)a; return tpl_to_string(c, in, out); }
+static lmc_status f_list(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
+    (void)a;
+    return copy_list(c, in, out);
+}
+static lmc_status f_string(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
+    (void)a;
+    return tpl_to_string(c, in, out);
+}
 static lmc_status f_safe(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
     (void)c;
     (void)a;
@@ -210,8 +242,12 @@ static lmc_status f_int(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
     tv def = tpl_arg(a, 0, "default", tv_int(0));
     int64_t base = int_or(tpl_arg(a, 1, "base", tv_int(10)), 10);
     switch (in.type) {
-    case TV_INT: *out = in; return LMC_OK;
-    case TV_BOOL: *out = tv_int(in.u.b); return LMC_OK;
+    case TV_INT:
+        *out = in;
+        return LMC_OK;
+    case TV_BOOL:
+        *out = tv_int(in.u.b);
+        return LMC_OK;
     case TV_FLOAT:
         if (!isfinite(in.u.f) || fabs(in.u.f) >= 9.2e18) break;
         *out = tv_int((int64_t)in.u.f);
@@ -238,7 +274,8 @@ static lmc_status f_int(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
         }
         break;
     }
-    default: break;
+    default:
+        break;
     }
     *out = def;
     return LMC_OK;
@@ -267,7 +304,8 @@ static lmc_status f_float(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
 static lmc_status f_abs(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
     (void)c;
     (void)a;
-    if (in.type == TV_FLOAT) *out = tv_float(fabs(in.u.f));
+    if (in.type == TV_FLOAT)
+        *out = tv_float(fabs(in.u.f));
     else if (in.type == TV_INT || in.type == TV_BOOL) {
         int64_t v = int_or(in, 0);
         if (v == INT64_MIN) return lmc_error(LMC_ERR_UNSUPPORTED, "integer overflow");
@@ -285,8 +323,10 @@ static lmc_status f_round(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
     int64_t prec = int_or(tpl_arg(a, 0, "precision", tv_int(0)), 0);
     tv method = tpl_arg(a, 1, "method", tv_none());
     double x = tv_as_double(in), p = pow(10.0, (double)prec);
-    if (tv_is_str(method, "ceil")) *out = tv_float(ceil(x * p) / p);
-    else if (tv_is_str(method, "floor")) *out = tv_float(floor(x * p) / p);
+    if (tv_is_str(method, "ceil"))
+        *out = tv_float(ceil(x * p) / p);
+    else if (tv_is_str(method, "floor"))
+        *out = tv_float(floor(x * p) / p);
     else if (method.type == TV_NONE || tv_is_str(method, "common")) {
         if (prec < 0 || prec > 300) {
             *out = tv_float(round(x * p) / p);
@@ -330,11 +370,15 @@ static lmc_status f_indent(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
         size_t nl = 0;
         if (i < len) {
             unsigned char ch = (unsigned char)d[i];
-            if (ch == '\r') nl = (i + 1 < len && d[i + 1] == '\n') ? 2 : 1;
-            else if (ch == '\n' || ch == '\v' || ch == '\f' || (ch >= 0x1c && ch <= 0x1e)) nl = 1;
-            else if (ch == 0xc2 && i + 1 < len && (unsigned char)d[i + 1] == 0x85) nl = 2;
+            if (ch == '\r')
+                nl = (i + 1 < len && d[i + 1] == '\n') ? 2 : 1;
+            else if (ch == '\n' || ch == '\v' || ch == '\f' || (ch >= 0x1c && ch <= 0x1e))
+                nl = 1;
+            else if (ch == 0xc2 && i + 1 < len && (unsigned char)d[i + 1] == 0x85)
+                nl = 2;
             else if (ch == 0xe2 && i + 2 < len && (unsigned char)d[i + 1] == 0x80 &&
-                     ((unsigned char)d[i + 2] == 0xa8 || (unsigned char)d[i + 2] == 0xa9)) nl = 3;
+                     ((unsigned char)d[i + 2] == 0xa8 || (unsigned char)d[i + 2] == 0xa9))
+                nl = 3;
             if (!nl) continue;
         } /* at i == len the appended "\n" ends the last line */
         size_t line_len = i - start;
@@ -388,7 +432,8 @@ static lmc_status f_reverse(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
     tpl_buf_init(&b, c->arena, 0);
     if ((st = tpl_buf_append(&b, "", 0)) != LMC_OK) return st;
     for (size_t i = 0; i < l.u.l->len; i++)
-        if ((st = tpl_buf_append(&b, l.u.l->items[i].u.s->data, l.u.l->items[i].u.s->len)) != LMC_OK)
+        if ((st = tpl_buf_append(&b, l.u.l->items[i].u.s->data, l.u.l->items[i].u.s->len)) !=
+            LMC_OK)
             return st;
     return tpl_str(c, b.data, b.len, out);
 }
@@ -460,7 +505,8 @@ static lmc_status f_unique(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
 
 /* select/reject/selectattr/rejectattr: keep items whose (attribute's) test
  * result is `want`; without a test name the value's truthiness decides. */
-static lmc_status select_items(tpl_ctx *c, tv in, const tpl_args *a, bool by_attr, bool want, tv *out) {
+static lmc_status select_items(tpl_ctx *c, tv in, const tpl_args *a, bool by_attr, bool want,
+                               tv *out) {
     tv seq;
     lmc_status st = tpl_iterate(c, in, &seq);
     if (st != LMC_OK) return st;
@@ -471,7 +517,9 @@ static lmc_status select_items(tpl_ctx *c, tv in, const tpl_args *a, bool by_att
         return lmc_error(LMC_ERR_FORMAT, "test name must be a string");
     tpl_args targs = {.pos = a->pos + (a->npos > first + 1 ? first + 1 : a->npos),
                       .npos = a->npos > first + 1 ? a->npos - first - 1 : 0,
-                      .kw_names = a->kw_names, .kw = a->kw, .nkw = a->nkw};
+                      .kw_names = a->kw_names,
+                      .kw = a->kw,
+                      .nkw = a->nkw};
     if (!tv_make_list(c->arena, seq.u.l->len, false, out)) return tpl_nomem(c);
     for (size_t i = 0; i < seq.u.l->len; i++) {
         tv it = seq.u.l->items[i], v = it;
@@ -489,10 +537,18 @@ static lmc_status select_items(tpl_ctx *c, tv in, const tpl_args *a, bool by_att
     }
     return LMC_OK;
 }
-static lmc_status f_select(tpl_ctx *c, tv in, const tpl_args *a, tv *out) { return select_items(c, in, a, false, true, out); }
-static lmc_status f_reject(tpl_ctx *c, tv in, const tpl_args *a, tv *out) { return select_items(c, in, a, false, false, out); }
-static lmc_status f_selectattr(tpl_ctx *c, tv in, const tpl_args *a, tv *out) { return select_items(c, in, a, true, true, out); }
-static lmc_status f_rejectattr(tpl_ctx *c, tv in, const tpl_args *a, tv *out) { return select_items(c, in, a, true, false, out); }
+static lmc_status f_select(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
+    return select_items(c, in, a, false, true, out);
+}
+static lmc_status f_reject(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
+    return select_items(c, in, a, false, false, out);
+}
+static lmc_status f_selectattr(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
+    return select_items(c, in, a, true, true, out);
+}
+static lmc_status f_rejectattr(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
+    return select_items(c, in, a, true, false, out);
+}
 
 /* map(attribute='x', default=d) or map('filter', args...). */
 static lmc_status f_map(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
@@ -505,8 +561,11 @@ static lmc_status f_map(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
     bool has_def = tpl_has_arg(a, SIZE_MAX, "default");
     if (!by_attr && (a->npos == 0 || a->pos[0].type != TV_STRING))
         return lmc_error(LMC_ERR_FORMAT, "map requires a filter name or attribute=");
-    tpl_args fargs = {.pos = a->pos + (a->npos ? 1 : 0), .npos = a->npos ? a->npos - 1 : 0,
-                      .kw_names = a->kw_names, .kw = a->kw, .nkw = a->nkw};
+    tpl_args fargs = {.pos = a->pos + (a->npos ? 1 : 0),
+                      .npos = a->npos ? a->npos - 1 : 0,
+                      .kw_names = a->kw_names,
+                      .kw = a->kw,
+                      .nkw = a->nkw};
     if (!tv_make_list(c->arena, seq.u.l->len, false, out)) return tpl_nomem(c);
     for (size_t i = 0; i < seq.u.l->len; i++) {
         tv v = seq.u.l->items[i], r;
@@ -516,8 +575,10 @@ static lmc_status f_map(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
             if (r.type == TV_UNDEFINED && has_def) r = def;
         } else {
             bool found = true;
-            if ((st = tpl_filter(c, a->pos[0].u.s->data, v, &fargs, &r, &found)) != LMC_OK) return st;
-            if (!found) return lmc_error(LMC_ERR_FORMAT, "no filter named '%s'", a->pos[0].u.s->data);
+            if ((st = tpl_filter(c, a->pos[0].u.s->data, v, &fargs, &r, &found)) != LMC_OK)
+                return st;
+            if (!found)
+                return lmc_error(LMC_ERR_FORMAT, "no filter named '%s'", a->pos[0].u.s->data);
         }
         out->u.l->items[out->u.l->len++] = r;
     }
@@ -536,10 +597,12 @@ static lmc_status f_sum(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
         if (!tv_is_number(v) || !tv_is_number(acc))
             return lmc_error(LMC_ERR_FORMAT, "unsupported operand type(s) for +: '%s' and '%s'",
                              tv_type_name(acc), tv_type_name(v));
-        if (acc.type == TV_FLOAT || v.type == TV_FLOAT) acc = tv_float(tv_as_double(acc) + tv_as_double(v));
+        if (acc.type == TV_FLOAT || v.type == TV_FLOAT)
+            acc = tv_float(tv_as_double(acc) + tv_as_double(v));
         else if (__builtin_add_overflow(int_or(acc, 0), int_or(v, 0), &acc.u.i))
             return lmc_error(LMC_ERR_UNSUPPORTED, "integer overflow");
-        else acc.type = TV_INT;
+        else
+            acc.type = TV_INT;
     }
     *out = acc;
     return LMC_OK;
@@ -570,8 +633,12 @@ static lmc_status min_max(tpl_ctx *c, tv in, const tpl_args *a, bool want_max, t
     *out = best;
     return LMC_OK;
 }
-static lmc_status f_min(tpl_ctx *c, tv in, const tpl_args *a, tv *out) { return min_max(c, in, a, false, out); }
-static lmc_status f_max(tpl_ctx *c, tv in, const tpl_args *a, tv *out) { return min_max(c, in, a, true, out); }
+static lmc_status f_min(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
+    return min_max(c, in, a, false, out);
+}
+static lmc_status f_max(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
+    return min_max(c, in, a, true, out);
+}
 
 /* markupsafe.escape, which |e and |escape apply even without autoescape. */
 static lmc_status f_escape(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
@@ -583,8 +650,12 @@ static lmc_status f_escape(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
     if ((st = tpl_buf_append(&b, "", 0)) != LMC_OK) return st;
     for (size_t i = 0; i < in.u.s->len && st == LMC_OK; i++) {
         char ch = in.u.s->data[i];
-        const char *rep = ch == '&' ? "&amp;" : ch == '<' ? "&lt;" : ch == '>' ? "&gt;"
-                        : ch == '"' ? "&#34;" : ch == '\'' ? "&#39;" : NULL;
+        const char *rep = ch == '&'    ? "&amp;"
+                          : ch == '<'  ? "&lt;"
+                          : ch == '>'  ? "&gt;"
+                          : ch == '"'  ? "&#34;"
+                          : ch == '\'' ? "&#39;"
+                                       : NULL;
         st = rep ? tpl_buf_puts(&b, rep) : tpl_buf_putc(&b, ch);
     }
     if (st != LMC_OK) return st;
@@ -596,7 +667,8 @@ static lmc_status f_dictsort(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
     lmc_status st = f_items(c, in, a, &items);
     if (st != LMC_OK) return st;
     tv key_idx = tv_int(tv_is_str(by, "value") ? 1 : 0);
-    tv args_pos[3] = {tpl_arg(a, 2, "reverse", tv_bool(false)), tpl_arg(a, 0, "case_sensitive", tv_bool(false)), key_idx};
+    tv args_pos[3] = {tpl_arg(a, 2, "reverse", tv_bool(false)),
+                      tpl_arg(a, 0, "case_sensitive", tv_bool(false)), key_idx};
     tpl_args sa = {.pos = args_pos, .npos = 3};
     return f_sort(c, items, &sa, out);
 }
@@ -605,22 +677,48 @@ static const struct {
     const char *name;
     filter_fn fn;
 } FILTERS[] = {
-    {"trim", f_trim},         {"tojson", f_tojson},       {"length", f_length},
-    {"count", f_length},      {"first", f_first},         {"last", f_last},
-    {"lower", f_lower},       {"upper", f_upper},         {"title", f_title},
-    {"capitalize", f_capitalize}, {"replace", f_replace}, {"join", f_join},
-    {"default", f_default},   {"d", f_default},           {"items", f_items},
-    {"list", f_list},         {"string", f_string},       {"int", f_int},
-    {"float", f_float},       {"safe", f_safe},           {"selectattr", f_selectattr},
-    {"rejectattr", f_rejectattr}, {"select", f_select},   {"reject", f_reject},
-    {"map", f_map},           {"unique", f_unique},       {"reverse", f_reverse},
-    {"sort", f_sort},         {"abs", f_abs},             {"round", f_round},
-    {"indent", f_indent},     {"wordcount", f_wordcount}, {"sum", f_sum},
-    {"min", f_min},           {"max", f_max},             {"e", f_escape},
-    {"escape", f_escape},     {"dictsort", f_dictsort},
+    {"trim", f_trim},
+    {"tojson", f_tojson},
+    {"length", f_length},
+    {"count", f_length},
+    {"first", f_first},
+    {"last", f_last},
+    {"lower", f_lower},
+    {"upper", f_upper},
+    {"title", f_title},
+    {"capitalize", f_capitalize},
+    {"replace", f_replace},
+    {"join", f_join},
+    {"default", f_default},
+    {"d", f_default},
+    {"items", f_items},
+    {"list", f_list},
+    {"string", f_string},
+    {"int", f_int},
+    {"float", f_float},
+    {"safe", f_safe},
+    {"selectattr", f_selectattr},
+    {"rejectattr", f_rejectattr},
+    {"select", f_select},
+    {"reject", f_reject},
+    {"map", f_map},
+    {"unique", f_unique},
+    {"reverse", f_reverse},
+    {"sort", f_sort},
+    {"abs", f_abs},
+    {"round", f_round},
+    {"indent", f_indent},
+    {"wordcount", f_wordcount},
+    {"sum", f_sum},
+    {"min", f_min},
+    {"max", f_max},
+    {"e", f_escape},
+    {"escape", f_escape},
+    {"dictsort", f_dictsort},
 };
 
-lmc_status tpl_filter(tpl_ctx *c, const char *name, tv in, const tpl_args *a, tv *out, bool *found) {
+lmc_status tpl_filter(tpl_ctx *c, const char *name, tv in, const tpl_args *a, tv *out,
+                      bool *found) {
     for (size_t i = 0; i < sizeof FILTERS / sizeof FILTERS[0]; i++)
         if (!strcmp(FILTERS[i].name, name)) {
             *found = true;

@@ -103,8 +103,10 @@ static lmc_status decode_string(lexer *lx, size_t start, size_t end, tpl_token *
             int k;
             for (k = 0; k < digits && i + 2 + (size_t)k < end; k++) {
                 char h = s[i + 2 + k];
-                int v = (h >= '0' && h <= '9') ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10
-                        : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+                int v = (h >= '0' && h <= '9')   ? h - '0'
+                        : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                        : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                                 : -1;
                 if (v < 0) break;
                 cp = cp * 16 + (uint32_t)v;
             }
@@ -140,8 +142,12 @@ static lmc_status decode_string(lexer *lx, size_t start, size_t end, tpl_token *
 static bool is_name_start(unsigned char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 }
-static bool is_name_char(unsigned char c) { return is_name_start(c) || (c >= '0' && c <= '9'); }
-static bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+static bool is_name_char(unsigned char c) {
+    return is_name_start(c) || (c >= '0' && c <= '9');
+}
+static bool is_digit(unsigned char c) {
+    return c >= '0' && c <= '9';
+}
 
 /* Digits with single underscores between them, as jinja2's integer_re. */
 static size_t scan_digits(const char *s, size_t len, size_t i) {
@@ -190,8 +196,8 @@ static lmc_status lex_number(lexer *lx, size_t *ip) {
 }
 
 static const char *const OPERATORS[] = {
-    "//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[", "]", "(", ")",
-    "{", "}", ">", "<", "=", ".", ":", "|", ",", ";",
+    "//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~", "[",
+    "]",  "(",  ")",  "{",  "}",  ">",  "<", "=", ".", ":", "|", ",", ";",
 };
 
 /* Lexes the inside of a {{ }} or {% %} tag starting at *ip; stops after the
@@ -342,8 +348,8 @@ static lmc_status lex_raw(lexer *lx, size_t open, size_t body, size_t *ip, bool 
     return fail(lx, open, "%s", "missing {% endraw %}");
 }
 
-lmc_status tpl_lex(tpl_arena *a, const char *text, size_t len, tpl_source *src,
-                   tpl_token **tokens, size_t *count) {
+lmc_status tpl_lex(tpl_arena *a, const char *text, size_t len, tpl_source *src, tpl_token **tokens,
+                   size_t *count) {
     char *norm = tpl_alloc(a, len + 1);
     if (!norm) return tpl_arena_status(a);
     size_t n = 0;
@@ -368,7 +374,8 @@ lmc_status tpl_lex(tpl_arena *a, const char *text, size_t len, tpl_source *src,
     while (i < n) {
         /* Next tag opener. */
         size_t k = i;
-        while (k + 1 < n && !(s[k] == '{' && (s[k + 1] == '{' || s[k + 1] == '%' || s[k + 1] == '#')))
+        while (k + 1 < n &&
+               !(s[k] == '{' && (s[k + 1] == '{' || s[k + 1] == '%' || s[k + 1] == '#')))
             k++;
         if (k + 1 >= n) {
             if ((st = push(&lx, TOK_TEXT, i, s + i, n - i, NULL)) != LMC_OK) return st;

@@ -31,11 +31,13 @@ bool tpl_has_arg(const tpl_args *a, size_t i, const char *name) {
 lmc_status tpl_check_args(const tpl_args *a, const char *fn, size_t max_pos,
                           const char *const *kw_allowed) {
     if (a->npos > max_pos)
-        return lmc_error(LMC_ERR_FORMAT, "%s() takes at most %zu positional argument(s) (%zu given)",
-                         fn, max_pos, a->npos);
+        return lmc_error(LMC_ERR_FORMAT,
+                         "%s() takes at most %zu positional argument(s) (%zu given)", fn, max_pos,
+                         a->npos);
     for (size_t k = 0; k < a->nkw; k++) {
         bool ok = false;
-        for (size_t j = 0; kw_allowed && kw_allowed[j] && !ok; j++) ok = !strcmp(kw_allowed[j], a->kw_names[k]);
+        for (size_t j = 0; kw_allowed && kw_allowed[j] && !ok; j++)
+            ok = !strcmp(kw_allowed[j], a->kw_names[k]);
         if (!ok)
             return lmc_error(LMC_ERR_FORMAT, "%s() got an unexpected keyword argument '%s'", fn,
                              a->kw_names[k]);
@@ -54,8 +56,8 @@ static lmc_status need_str(tv v, const char *fn) {
 /* Python's str.isspace() for a code point. */
 static bool cp_space(uint32_t c) {
     return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f) || c == 0x85 ||
-           c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 ||
-           c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+           c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
+           c == 0x202f || c == 0x205f || c == 0x3000;
 }
 
 static bool cp_in(uint32_t cp, const tv_str *set) {
@@ -96,7 +98,8 @@ lmc_status tpl_str_strip(tpl_ctx *c, tv s, tv chars, bool left, bool right, tv *
 
 static bool cp_cased(uint32_t cp) {
     utf8proc_category_t cat = utf8proc_category((utf8proc_int32_t)cp);
-    return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
+    return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL ||
+           cat == UTF8PROC_CATEGORY_LT;
 }
 
 lmc_status tpl_str_case(tpl_ctx *c, tv s, int mode, tv *out) {
@@ -108,10 +111,14 @@ lmc_status tpl_str_case(tpl_ctx *c, tv s, int mode, tv *out) {
         uint32_t cp;
         i += tpl_utf8_decode(s.u.s->data, s.u.s->len, i, &cp);
         bool upper;
-        if (mode == 0) upper = false;
-        else if (mode == 1) upper = true;
-        else if (mode == 2) upper = first;
-        else upper = !prev_cased;
+        if (mode == 0)
+            upper = false;
+        else if (mode == 1)
+            upper = true;
+        else if (mode == 2)
+            upper = first;
+        else
+            upper = !prev_cased;
         prev_cased = cp_cased(cp);
         first = false;
         uint32_t r = (uint32_t)(upper ? utf8proc_toupper((utf8proc_int32_t)cp)
@@ -160,7 +167,8 @@ lmc_status tpl_str_replace(tpl_ctx *c, tv s, tv old, tv rep, int64_t count, tv *
         return tpl_str(c, b.data, b.len, out);
     }
     while (st == LMC_OK && i <= len) {
-        const char *hit = (count < 0 || done < count) ? find_sub(d + i, len - i, o->data, o->len) : NULL;
+        const char *hit =
+            (count < 0 || done < count) ? find_sub(d + i, len - i, o->data, o->len) : NULL;
         if (!hit) {
             st = tpl_buf_append(&b, d + i, len - i);
             break;
@@ -211,12 +219,14 @@ static lmc_status str_split(tpl_ctx *c, tv s, tv sep, int64_t maxsplit, tv *out)
         }
         return LMC_OK;
     }
-    if (sep.type != TV_STRING) return lmc_error(LMC_ERR_FORMAT, "must be str or None, not %s", tv_type_name(sep));
+    if (sep.type != TV_STRING)
+        return lmc_error(LMC_ERR_FORMAT, "must be str or None, not %s", tv_type_name(sep));
     if (sep.u.s->len == 0) return lmc_error(LMC_ERR_FORMAT, "empty separator");
     int64_t n = 0;
     for (;;) {
         const char *hit = (maxsplit < 0 || n < maxsplit)
-                              ? find_sub(d + i, len - i, sep.u.s->data, sep.u.s->len) : NULL;
+                              ? find_sub(d + i, len - i, sep.u.s->data, sep.u.s->len)
+                              : NULL;
         size_t end = hit ? (size_t)(hit - d) : len;
         if ((st = tpl_str(c, d + i, end - i, &part)) != LMC_OK) return st;
         if (!tv_list_push(c->arena, out->u.l, part)) return tpl_nomem(c);
@@ -255,7 +265,8 @@ static lmc_status str_format(tpl_ctx *c, tv s, const tpl_args *a, tv *out) {
             st = tpl_buf_putc(&b, d[i++]);
             continue;
         }
-        if (d[i] == '}') return lmc_error(LMC_ERR_FORMAT, "Single '}' encountered in format string");
+        if (d[i] == '}')
+            return lmc_error(LMC_ERR_FORMAT, "Single '}' encountered in format string");
         if (d[i] != '{') {
             st = tpl_buf_putc(&b, d[i]);
             continue;
@@ -266,7 +277,8 @@ static lmc_status str_format(tpl_ctx *c, tv s, const tpl_args *a, tv *out) {
         const char *field = d + i + 1;
         if (memchr(field, ':', flen) || memchr(field, '!', flen) || memchr(field, '.', flen) ||
             memchr(field, '[', flen))
-            return lmc_error(LMC_ERR_UNSUPPORTED, "str.format specs and nested fields are not supported");
+            return lmc_error(LMC_ERR_UNSUPPORTED,
+                             "str.format specs and nested fields are not supported");
         tv v = tv_undefined(NULL);
         bool found = false;
         if (flen == 0 || (field[0] >= '0' && field[0] <= '9')) {
@@ -282,7 +294,9 @@ static lmc_status str_format(tpl_ctx *c, tv s, const tpl_args *a, tv *out) {
                     found = true;
                 }
         }
-        if (!found) return lmc_error(LMC_ERR_FORMAT, "str.format: missing argument for '{%.*s}'", (int)flen, field);
+        if (!found)
+            return lmc_error(LMC_ERR_FORMAT, "str.format: missing argument for '{%.*s}'", (int)flen,
+                             field);
         st = tv_to_str(v, &b);
         i = (size_t)(end - d);
     }
@@ -300,8 +314,8 @@ static lmc_status str_join(tpl_ctx *c, tv sep, tv items, tv *out) {
     for (size_t i = 0; i < seq.u.l->len; i++) {
         tv it = seq.u.l->items[i];
         if (it.type != TV_STRING)
-            return lmc_error(LMC_ERR_FORMAT, "sequence item %zu: expected str instance, %s found", i,
-                             tv_type_name(it));
+            return lmc_error(LMC_ERR_FORMAT, "sequence item %zu: expected str instance, %s found",
+                             i, tv_type_name(it));
         if (i && (st = tpl_buf_append(&b, sep.u.s->data, sep.u.s->len)) != LMC_OK) return st;
         if ((st = tpl_buf_append(&b, it.u.s->data, it.u.s->len)) != LMC_OK) return st;
     }
@@ -311,13 +325,14 @@ static lmc_status str_join(tpl_ctx *c, tv sep, tv items, tv *out) {
 /* ---- methods --------------------------------------------------------------------- */
 
 static const char *const STR_METHODS[] = {
-    "strip", "lstrip", "rstrip", "startswith", "endswith", "split", "upper", "lower", "title",
-    "capitalize", "replace", "format", "join", "find", "count", "isdigit", "isalpha", "isalnum",
-    "isspace", "islower", "isupper", "splitlines", NULL};
-static const char *const DICT_METHODS[] = {"items", "keys", "values", "get", "copy", "pop",
-                                           "update", "setdefault", "clear", "popitem", NULL};
-static const char *const LIST_METHODS[] = {"append", "index", "count", "copy", "extend", "pop",
-                                           "insert", "remove", "reverse", "sort", "clear", NULL};
+    "strip",   "lstrip",     "rstrip",  "startswith", "endswith", "split",      "upper", "lower",
+    "title",   "capitalize", "replace", "format",     "join",     "find",       "count", "isdigit",
+    "isalpha", "isalnum",    "isspace", "islower",    "isupper",  "splitlines", NULL};
+static const char *const DICT_METHODS[] = {"items", "keys",    "values", "get",
+                                           "copy",  "pop",     "update", "setdefault",
+                                           "clear", "popitem", NULL};
+static const char *const LIST_METHODS[] = {"append", "index",  "count",   "copy", "extend", "pop",
+                                           "insert", "remove", "reverse", "sort", "clear",  NULL};
 
 static bool in_names(const char *const *names, const char *name) {
     for (size_t i = 0; names[i]; i++)
@@ -347,32 +362,45 @@ static lmc_status no_attr(tpl_ctx *c, tv obj, const char *name, tv *out) {
 static lmc_status loop_attr(tpl_ctx *c, tv obj, const char *name, tv *out) {
     const tpl_loop *l = obj.u.loop;
     int64_t i = (int64_t)l->index0, n = (int64_t)l->items->len;
-    if (!strcmp(name, "index0")) *out = tv_int(i);
-    else if (!strcmp(name, "index")) *out = tv_int(i + 1);
-    else if (!strcmp(name, "revindex")) *out = tv_int(n - i);
-    else if (!strcmp(name, "revindex0")) *out = tv_int(n - i - 1);
-    else if (!strcmp(name, "first")) *out = tv_bool(i == 0);
-    else if (!strcmp(name, "last")) *out = tv_bool(i == n - 1);
-    else if (!strcmp(name, "length")) *out = tv_int(n);
-    else if (!strcmp(name, "depth")) *out = tv_int(l->depth);
-    else if (!strcmp(name, "depth0")) *out = tv_int(l->depth - 1);
+    if (!strcmp(name, "index0"))
+        *out = tv_int(i);
+    else if (!strcmp(name, "index"))
+        *out = tv_int(i + 1);
+    else if (!strcmp(name, "revindex"))
+        *out = tv_int(n - i);
+    else if (!strcmp(name, "revindex0"))
+        *out = tv_int(n - i - 1);
+    else if (!strcmp(name, "first"))
+        *out = tv_bool(i == 0);
+    else if (!strcmp(name, "last"))
+        *out = tv_bool(i == n - 1);
+    else if (!strcmp(name, "length"))
+        *out = tv_int(n);
+    else if (!strcmp(name, "depth"))
+        *out = tv_int(l->depth);
+    else if (!strcmp(name, "depth0"))
+        *out = tv_int(l->depth - 1);
     else if (!strcmp(name, "previtem"))
         *out = i > 0 ? l->items->items[i - 1] : tv_undefined("there is no previous item");
     else if (!strcmp(name, "nextitem"))
         *out = i + 1 < n ? l->items->items[i + 1] : tv_undefined("there is no next item");
-    else if (!strcmp(name, "cycle")) return bind_method(c, obj, "cycle", out);
-    else return no_attr(c, obj, name, out);
+    else if (!strcmp(name, "cycle"))
+        return bind_method(c, obj, "cycle", out);
+    else
+        return no_attr(c, obj, name, out);
     return LMC_OK;
 }
 
 lmc_status tpl_getattr(tpl_ctx *c, tv obj, const char *name, tv *out) {
     switch (obj.type) {
-    case TV_UNDEFINED: return tpl_undefined_error(obj);
+    case TV_UNDEFINED:
+        return tpl_undefined_error(obj);
     case TV_STRING:
         if (in_names(STR_METHODS, name)) return bind_method(c, obj, name, out);
         return no_attr(c, obj, name, out);
     case TV_LIST:
-        if (!obj.u.l->is_tuple && in_names(LIST_METHODS, name)) return bind_method(c, obj, name, out);
+        if (!obj.u.l->is_tuple && in_names(LIST_METHODS, name))
+            return bind_method(c, obj, name, out);
         if (obj.u.l->is_tuple && (!strcmp(name, "index") || !strcmp(name, "count")))
             return bind_method(c, obj, name, out);
         return no_attr(c, obj, name, out);
@@ -387,14 +415,17 @@ lmc_status tpl_getattr(tpl_ctx *c, tv obj, const char *name, tv *out) {
         }
         return no_attr(c, obj, name, out);
     }
-    case TV_LOOP: return loop_attr(c, obj, name, out);
-    default: return no_attr(c, obj, name, out);
+    case TV_LOOP:
+        return loop_attr(c, obj, name, out);
+    default:
+        return no_attr(c, obj, name, out);
     }
 }
 
 lmc_status tpl_getitem(tpl_ctx *c, tv obj, tv key, tv *out) {
     switch (obj.type) {
-    case TV_UNDEFINED: return tpl_undefined_error(obj);
+    case TV_UNDEFINED:
+        return tpl_undefined_error(obj);
     case TV_DICT:
     case TV_NAMESPACE: {
         tv *v = tv_dict_get(obj.u.d, key);
@@ -424,7 +455,8 @@ lmc_status tpl_getitem(tpl_ctx *c, tv obj, tv key, tv *out) {
             return LMC_OK;
         }
         break;
-    default: break;
+    default:
+        break;
     }
     if (key.type == TV_STRING) return tpl_getattr(c, obj, key.u.s->data, out);
     *out = tv_undefined("no such item");
@@ -442,8 +474,10 @@ lmc_status tpl_attr_path(tpl_ctx *c, tv item, tv path, tv *out) {
         for (size_t k = 0; k < n; k++) digits = digits && p[k] >= '0' && p[k] <= '9';
         tv key;
         lmc_status st;
-        if (digits) key = tv_int(strtoll(p, NULL, 10));
-        else if ((st = tpl_str(c, p, n, &key)) != LMC_OK) return st;
+        if (digits)
+            key = tv_int(strtoll(p, NULL, 10));
+        else if ((st = tpl_str(c, p, n, &key)) != LMC_OK)
+            return st;
         if ((st = tpl_getitem(c, *out, key, out)) != LMC_OK) return st;
         if (!dot) break;
         p = dot + 1;
@@ -455,7 +489,8 @@ static lmc_status str_method(tpl_ctx *c, tv s, const char *name, const tpl_args 
     tv none = tv_none();
     lmc_status st;
     if (!strcmp(name, "strip") || !strcmp(name, "lstrip") || !strcmp(name, "rstrip"))
-        return tpl_str_strip(c, s, tpl_arg(a, 0, "chars", none), name[0] != 'r', name[0] != 'l', out);
+        return tpl_str_strip(c, s, tpl_arg(a, 0, "chars", none), name[0] != 'r', name[0] != 'l',
+                             out);
     if (!strcmp(name, "upper")) return tpl_str_case(c, s, 1, out);
     if (!strcmp(name, "lower")) return tpl_str_case(c, s, 0, out);
     if (!strcmp(name, "capitalize")) return tpl_str_case(c, s, 2, out);
@@ -471,8 +506,10 @@ static lmc_status str_method(tpl_ctx *c, tv s, const char *name, const tpl_args 
         return str_split(c, s, tpl_arg(a, 0, "sep", none), ms.type == TV_INT ? ms.u.i : -1, out);
     }
     if (!strcmp(name, "replace")) {
-        tv o = tpl_arg(a, 0, NULL, none), r = tpl_arg(a, 1, NULL, none), n = tpl_arg(a, 2, "count", tv_int(-1));
-        if ((st = need_str(o, "replace")) != LMC_OK || (st = need_str(r, "replace")) != LMC_OK) return st;
+        tv o = tpl_arg(a, 0, NULL, none), r = tpl_arg(a, 1, NULL, none),
+           n = tpl_arg(a, 2, "count", tv_int(-1));
+        if ((st = need_str(o, "replace")) != LMC_OK || (st = need_str(r, "replace")) != LMC_OK)
+            return st;
         return tpl_str_replace(c, s, o, r, n.type == TV_INT ? n.u.i : -1, out);
     }
     if (!strcmp(name, "format")) return str_format(c, s, a, out);
@@ -488,9 +525,11 @@ static lmc_status str_method(tpl_ctx *c, tv s, const char *name, const tpl_args 
             return LMC_OK;
         }
         int64_t n = 0;
-        if (sub.u.s->len == 0) n = (int64_t)tpl_utf8_length(d, len) + 1;
+        if (sub.u.s->len == 0)
+            n = (int64_t)tpl_utf8_length(d, len) + 1;
         else
-            for (const char *p = d; (p = find_sub(p, len - (size_t)(p - d), sub.u.s->data, sub.u.s->len));
+            for (const char *p = d;
+                 (p = find_sub(p, len - (size_t)(p - d), sub.u.s->data, sub.u.s->len));
                  p += sub.u.s->len)
                 n++;
         *out = tv_int(n);
@@ -523,10 +562,14 @@ static lmc_status str_method(tpl_ctx *c, tv s, const char *name, const tpl_args 
         utf8proc_category_t cat = utf8proc_category((utf8proc_int32_t)cp);
         bool alpha = cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO;
         bool digit = cat == UTF8PROC_CATEGORY_ND;
-        if (!strcmp(name, "isdigit")) r = digit;
-        else if (!strcmp(name, "isalpha")) r = alpha;
-        else if (!strcmp(name, "isalnum")) r = alpha || digit;
-        else if (!strcmp(name, "isspace")) r = cp_space(cp);
+        if (!strcmp(name, "isdigit"))
+            r = digit;
+        else if (!strcmp(name, "isalpha"))
+            r = alpha;
+        else if (!strcmp(name, "isalnum"))
+            r = alpha || digit;
+        else if (!strcmp(name, "isspace"))
+            r = cp_space(cp);
         else if (!strcmp(name, "islower")) {
             if (cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LT) r = false;
             any_cased |= cat == UTF8PROC_CATEGORY_LL;
@@ -548,9 +591,13 @@ static lmc_status dict_method(tpl_ctx *c, tv d, const char *name, const tpl_args
         *out = v ? *v : tpl_arg(a, 1, NULL, tv_none());
         return LMC_OK;
     }
-    int which = !strcmp(name, "items") ? 0 : !strcmp(name, "keys") ? 1 : !strcmp(name, "values") ? 2 : -1;
+    int which = !strcmp(name, "items")    ? 0
+                : !strcmp(name, "keys")   ? 1
+                : !strcmp(name, "values") ? 2
+                                          : -1;
     if (which < 0)
-        return lmc_error(LMC_ERR_FORMAT, "access to attribute '%s' of 'dict' object is unsafe", name);
+        return lmc_error(LMC_ERR_FORMAT, "access to attribute '%s' of 'dict' object is unsafe",
+                         name);
     if (!tv_make_list(c->arena, dict->len, false, out)) return tpl_nomem(c);
     for (size_t i = 0; i < dict->len; i++) {
         tv item;
@@ -604,8 +651,10 @@ static lmc_status list_method(tpl_ctx *c, tv l, const char *name, const tpl_args
 
 lmc_status tpl_call(tpl_ctx *c, const node *at, tv fn, const tpl_args *a, tv *out) {
     switch (fn.type) {
-    case TV_UNDEFINED: return tpl_undefined_error(fn);
-    case TV_FUNC: return fn.u.fn->fn(c, tv_none(), a, out);
+    case TV_UNDEFINED:
+        return tpl_undefined_error(fn);
+    case TV_FUNC:
+        return fn.u.fn->fn(c, tv_none(), a, out);
     case TV_MACRO: {
         tv caller = tpl_arg(a, SIZE_MAX, "caller", tv_none());
         return tpl_call_macro(c, at, fn.u.macro, a, caller, out);
@@ -623,7 +672,8 @@ lmc_status tpl_call(tpl_ctx *c, const node *at, tv fn, const tpl_args *a, tv *ou
         }
         break;
     }
-    default: break;
+    default:
+        break;
     }
     return lmc_error(LMC_ERR_FORMAT, "'%s' object is not callable", tv_type_name(fn));
 }
@@ -645,7 +695,10 @@ static lmc_status g_range(tpl_ctx *c, tv self, const tpl_args *a, tv *out) {
     if (v[2] == 0) return lmc_error(LMC_ERR_FORMAT, "range() arg 3 must not be zero");
     double count = ((double)v[1] - (double)v[0]) / (double)v[2];
     /* jinja2's sandbox caps range() at MAX_RANGE = 100000 items. */
-    if (count > 100000) return lmc_error(LMC_ERR_LIMIT, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+    if (count > 100000)
+        return lmc_error(
+            LMC_ERR_LIMIT,
+            "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     if (!tv_make_list(c->arena, count > 0 ? (size_t)count + 1 : 0, false, out)) return tpl_nomem(c);
     for (int64_t i = v[0]; v[2] > 0 ? i < v[1] : i > v[1]; i += v[2])
         out->u.l->items[out->u.l->len++] = tv_int(i);
@@ -698,8 +751,10 @@ static lmc_status g_strftime(tpl_ctx *c, tv self, const tpl_args *a, tv *out) {
     if (st != LMC_OK) return st;
     time_t now = c->opts.fixed_time ? c->opts.now : time(NULL);
     struct tm tm;
-    if (c->opts.fixed_time) gmtime_r(&now, &tm);
-    else localtime_r(&now, &tm);
+    if (c->opts.fixed_time)
+        gmtime_r(&now, &tm);
+    else
+        localtime_r(&now, &tm);
     if (fmt.u.s->len == 0) return tpl_str(c, "", 0, out);
     for (size_t cap = 256; cap <= 65536; cap *= 4) {
         char *buf = tpl_alloc(c->arena, cap);
@@ -711,7 +766,7 @@ static lmc_status g_strftime(tpl_ctx *c, tv self, const tpl_args *a, tv *out) {
 }
 
 static const struct tpl_builtin GLOBALS[] = {
-    {"range", g_range},       {"namespace", g_namespace},       {"dict", g_dict},
+    {"range", g_range},           {"namespace", g_namespace},   {"dict", g_dict},
     {"raise_exception", g_raise}, {"strftime_now", g_strftime},
 };
 

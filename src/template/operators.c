@@ -12,7 +12,9 @@ static lmc_status checked_int(tpl_ctx *c, const node *at, bool overflow, int64_t
     return LMC_OK;
 }
 
-static int64_t as_int(tv v) { return v.type == TV_BOOL ? v.u.b : v.u.i; }
+static int64_t as_int(tv v) {
+    return v.type == TV_BOOL ? v.u.b : v.u.i;
+}
 
 static lmc_status repeat_seq(tpl_ctx *c, tv seq, int64_t times, tv *out) {
     if (times < 0) times = 0;
@@ -23,7 +25,8 @@ static lmc_status repeat_seq(tpl_ctx *c, tv seq, int64_t times, tv *out) {
         tpl_buf b;
         tpl_buf_init(&b, c->arena, c->opts.max_output);
         lmc_status st = tpl_buf_append(&b, "", 0);
-        for (int64_t i = 0; i < times && st == LMC_OK; i++) st = tpl_buf_append(&b, seq.u.s->data, len);
+        for (int64_t i = 0; i < times && st == LMC_OK; i++)
+            st = tpl_buf_append(&b, seq.u.s->data, len);
         if (st != LMC_OK) return st;
         return tpl_str(c, b.data, b.len, out);
     }
@@ -118,7 +121,8 @@ lmc_status tpl_binary(tpl_ctx *c, const node *at, bin_op op, tv a, tv b, tv *out
             int64_t x = as_int(a), y = as_int(b);
             if (y == 0)
                 return tpl_fail(c, at, LMC_ERR_FORMAT, "integer division or modulo by zero");
-            if (x == INT64_MIN && y == -1) return tpl_fail(c, at, LMC_ERR_UNSUPPORTED, "integer overflow");
+            if (x == INT64_MIN && y == -1)
+                return tpl_fail(c, at, LMC_ERR_UNSUPPORTED, "integer overflow");
             int64_t q = x / y, m = x % y;
             if (m != 0 && ((m < 0) != (y < 0))) { /* Python floors toward -inf */
                 q--;
@@ -136,7 +140,8 @@ lmc_status tpl_binary(tpl_ctx *c, const node *at, bin_op op, tv a, tv b, tv *out
             return LMC_OK;
         }
         if (op == OP_MOD && a.type == TV_STRING)
-            return tpl_fail(c, at, LMC_ERR_UNSUPPORTED, "printf-style '%%' formatting is not supported");
+            return tpl_fail(c, at, LMC_ERR_UNSUPPORTED,
+                            "printf-style '%%' formatting is not supported");
         break;
     case OP_POW:
         if (ints && as_int(b) >= 0) {
@@ -150,7 +155,8 @@ lmc_status tpl_binary(tpl_ctx *c, const node *at, bin_op op, tv a, tv b, tv *out
             return LMC_OK;
         }
         break;
-    default: break;
+    default:
+        break;
     }
     return tpl_fail(c, at, LMC_ERR_FORMAT, "unsupported operand type(s) for %s: '%s' and '%s'",
                     names[op], tv_type_name(a), tv_type_name(b));
@@ -158,10 +164,13 @@ lmc_status tpl_binary(tpl_ctx *c, const node *at, bin_op op, tv a, tv b, tv *out
 
 lmc_status tpl_contains(tv container, tv item, bool *out) {
     switch (container.type) {
-    case TV_UNDEFINED: *out = false; return LMC_OK;
+    case TV_UNDEFINED:
+        *out = false;
+        return LMC_OK;
     case TV_STRING:
         if (item.type != TV_STRING)
-            return lmc_error(LMC_ERR_FORMAT, "'in <string>' requires string as left operand, not %s",
+            return lmc_error(LMC_ERR_FORMAT,
+                             "'in <string>' requires string as left operand, not %s",
                              tv_type_name(item));
         *out = tpl_str_contains(container, item);
         return LMC_OK;
@@ -171,7 +180,9 @@ lmc_status tpl_contains(tv container, tv item, bool *out) {
             *out = tv_equal(container.u.l->items[i], item);
         return LMC_OK;
     case TV_DICT:
-    case TV_NAMESPACE: *out = tv_dict_get(container.u.d, item) != NULL; return LMC_OK;
+    case TV_NAMESPACE:
+        *out = tv_dict_get(container.u.d, item) != NULL;
+        return LMC_OK;
     default:
         return lmc_error(LMC_ERR_FORMAT, "argument of type '%s' is not iterable",
                          tv_type_name(container));
@@ -182,8 +193,12 @@ lmc_status tpl_compare_op(cmp_op op, tv a, tv b, bool *out) {
     int cmp = 0;
     lmc_status st;
     switch (op) {
-    case CMP_EQ: *out = tv_equal(a, b); return LMC_OK;
-    case CMP_NE: *out = !tv_equal(a, b); return LMC_OK;
+    case CMP_EQ:
+        *out = tv_equal(a, b);
+        return LMC_OK;
+    case CMP_NE:
+        *out = !tv_equal(a, b);
+        return LMC_OK;
     case CMP_IN:
     case CMP_NOTIN:
         st = tpl_contains(b, a, out);
@@ -199,17 +214,23 @@ lmc_status tpl_compare_op(cmp_op op, tv a, tv b, bool *out) {
 /* Python's slice.indices(). */
 static void slice_indices(int64_t len, tv start, tv stop, int64_t step, int64_t *s, int64_t *e) {
     int64_t lo = step < 0 ? -1 : 0, hi = step < 0 ? len - 1 : len;
-    if (start.type == TV_NONE) *s = step < 0 ? hi : lo;
+    if (start.type == TV_NONE)
+        *s = step < 0 ? hi : lo;
     else {
         *s = as_int(start);
-        if (*s < 0) *s = *s + len < lo ? lo : *s + len;
-        else if (*s > hi) *s = hi;
+        if (*s < 0)
+            *s = *s + len < lo ? lo : *s + len;
+        else if (*s > hi)
+            *s = hi;
     }
-    if (stop.type == TV_NONE) *e = step < 0 ? lo : hi;
+    if (stop.type == TV_NONE)
+        *e = step < 0 ? lo : hi;
     else {
         *e = as_int(stop);
-        if (*e < 0) *e = *e + len < lo ? lo : *e + len;
-        else if (*e > hi) *e = hi;
+        if (*e < 0)
+            *e = *e + len < lo ? lo : *e + len;
+        else if (*e > hi)
+            *e = hi;
     }
 }
 
@@ -241,8 +262,8 @@ lmc_status tpl_slice(tpl_ctx *c, const node *at, tv obj, const tv parts[3], tv *
     tpl_buf_init(&b, c->arena, 0);
     if ((st = tpl_buf_append(&b, "", 0)) != LMC_OK) return st;
     for (size_t i = 0; i < res.u.l->len; i++)
-        if ((st = tpl_buf_append(&b, res.u.l->items[i].u.s->data, res.u.l->items[i].u.s->len)) != LMC_OK)
+        if ((st = tpl_buf_append(&b, res.u.l->items[i].u.s->data, res.u.l->items[i].u.s->len)) !=
+            LMC_OK)
             return st;
     return tpl_str(c, b.data, b.len, out);
 }
-

@@ -18,7 +18,9 @@ typedef struct parser {
     int loop_depth;
 } parser;
 
-static inline const tpl_token *cur(parser *p) { return &p->toks[p->i]; }
+static inline const tpl_token *cur(parser *p) {
+    return &p->toks[p->i];
+}
 static inline const tpl_token *peek(parser *p, size_t k) {
     size_t j = p->i + k;
     return &p->toks[j < p->count ? j : p->count - 1];
@@ -32,22 +34,37 @@ static inline bool tok_is(const tpl_token *t, tok_type type, const char *text) {
     if (!text) return true;
     return t->len == strlen(text) && !memcmp(t->text, text, t->len);
 }
-static inline bool is_op(parser *p, const char *op) { return tok_is(cur(p), TOK_OP, op); }
-static inline bool is_name(parser *p, const char *name) { return tok_is(cur(p), TOK_NAME, name); }
+static inline bool is_op(parser *p, const char *op) {
+    return tok_is(cur(p), TOK_OP, op);
+}
+static inline bool is_name(parser *p, const char *name) {
+    return tok_is(cur(p), TOK_NAME, name);
+}
 
 static inline const char *describe(const tpl_token *t) {
     switch (t->type) {
-    case TOK_EOF: return "end of template";
-    case TOK_TEXT: return "template data";
-    case TOK_VAR_BEGIN: return "'{{'";
-    case TOK_VAR_END: return "end of print statement";
-    case TOK_BLOCK_BEGIN: return "'{%'";
-    case TOK_BLOCK_END: return "end of statement block";
-    case TOK_NAME: return "name";
-    case TOK_STRING: return "string";
-    case TOK_INT: return "integer";
-    case TOK_FLOAT: return "float";
-    case TOK_OP: return "operator";
+    case TOK_EOF:
+        return "end of template";
+    case TOK_TEXT:
+        return "template data";
+    case TOK_VAR_BEGIN:
+        return "'{{'";
+    case TOK_VAR_END:
+        return "end of print statement";
+    case TOK_BLOCK_BEGIN:
+        return "'{%'";
+    case TOK_BLOCK_END:
+        return "end of statement block";
+    case TOK_NAME:
+        return "name";
+    case TOK_STRING:
+        return "string";
+    case TOK_INT:
+        return "integer";
+    case TOK_FLOAT:
+        return "float";
+    case TOK_OP:
+        return "operator";
     }
     return "token";
 }
@@ -97,7 +114,6 @@ static inline const char *tok_str(parser *p, const tpl_token *t) {
     return tpl_strndup(&p->t->arena, t->text, t->len);
 }
 
-
 #define TRY(x)                                                                                     \
     do {                                                                                           \
         lmc_status st_ = (x);                                                                      \
@@ -110,7 +126,6 @@ static inline lmc_status enter(parser *p) {
                            "expression nested deeper than %d levels", MAX_NESTING);
     return LMC_OK;
 }
-
 
 /* Expressions (parser_expr.c). with_cond: allow `a if c else b`. */
 lmc_status tpl_parse_expr(parser *p, bool with_cond, node **out);

@@ -22,11 +22,11 @@
 typedef struct lmc_template lmc_template;
 
 typedef struct tpl_options {
-    size_t max_output;   /* bytes of output (and of any one string); default 16 MiB */
-    size_t max_memory;   /* bytes of the render arena; default 512 MiB */
-    uint64_t max_steps;  /* statements + loop iterations; default 5,000,000 */
-    int max_depth;       /* macro call nesting; default 64 */
-    bool fixed_time;     /* strftime_now uses `now` instead of the clock */
+    size_t max_output;  /* bytes of output (and of any one string); default 16 MiB */
+    size_t max_memory;  /* bytes of the render arena; default 512 MiB */
+    uint64_t max_steps; /* statements + loop iterations; default 5,000,000 */
+    int max_depth;      /* macro call nesting; default 64 */
+    bool fixed_time;    /* strftime_now uses `now` instead of the clock */
     time_t now;
 } tpl_options;
 

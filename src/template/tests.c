@@ -32,7 +32,9 @@ SIMPLE_TEST(t_true, in.type == TV_BOOL && in.u.b)
 SIMPLE_TEST(t_false, in.type == TV_BOOL && !in.u.b)
 SIMPLE_TEST(t_callable, in.type == TV_MACRO || in.type == TV_FUNC || in.type == TV_METHOD)
 
-static tv first_arg(const tpl_args *a) { return tpl_arg(a, 0, NULL, tv_undefined(NULL)); }
+static tv first_arg(const tpl_args *a) {
+    return tpl_arg(a, 0, NULL, tv_undefined(NULL));
+}
 
 static lmc_status t_eq(tpl_ctx *c, tv in, const tpl_args *a, bool *out) {
     (void)c;
@@ -52,21 +54,38 @@ static lmc_status ordered(tv in, const tpl_args *a, int want, bool or_equal, boo
     *out = cmp == want || (or_equal && cmp == 0);
     return LMC_OK;
 }
-static lmc_status t_lt(tpl_ctx *c, tv in, const tpl_args *a, bool *out) { (void)c; return ordered(in, a, -1, false, out); }
-static lmc_status t_le(tpl_ctx *c, tv in, const tpl_args *a, bool *out) { (void)c; return ordered(in, a, -1, true, out); }
-static lmc_status t_gt(tpl_ctx *c, tv in, const tpl_args *a, bool *out) { (void)c; return ordered(in, a, 1, false, out); }
-static lmc_status t_ge(tpl_ctx *c, tv in, const tpl_args *a, bool *out) { (void)c; return ordered(in, a, 1, true, out); }
+static lmc_status t_lt(tpl_ctx *c, tv in, const tpl_args *a, bool *out) {
+    (void)c;
+    return ordered(in, a, -1, false, out);
+}
+static lmc_status t_le(tpl_ctx *c, tv in, const tpl_args *a, bool *out) {
+    (void)c;
+    return ordered(in, a, -1, true, out);
+}
+static lmc_status t_gt(tpl_ctx *c, tv in, const tpl_args *a, bool *out) {
+    (void)c;
+    return ordered(in, a, 1, false, out);
+}
+static lmc_status t_ge(tpl_ctx *c, tv in, const tpl_args *a, bool *out) {
+    (void)c;
+    return ordered(in, a, 1, true, out);
+}
 
 /* `is sameas`: Python identity. Singletons and small ints compare by value;
  * containers by their storage. */
 static lmc_status t_sameas(tpl_ctx *c, tv in, const tpl_args *a, bool *out) {
     (void)c;
     tv o = first_arg(a);
-    if (in.type != o.type) *out = false;
-    else if (in.type == TV_STRING) *out = in.u.s == o.u.s || tv_equal(in, o);
-    else if (in.type == TV_LIST) *out = in.u.l == o.u.l;
-    else if (in.type == TV_DICT || in.type == TV_NAMESPACE) *out = in.u.d == o.u.d;
-    else *out = tv_equal(in, o);
+    if (in.type != o.type)
+        *out = false;
+    else if (in.type == TV_STRING)
+        *out = in.u.s == o.u.s || tv_equal(in, o);
+    else if (in.type == TV_LIST)
+        *out = in.u.l == o.u.l;
+    else if (in.type == TV_DICT || in.type == TV_NAMESPACE)
+        *out = in.u.d == o.u.d;
+    else
+        *out = tv_equal(in, o);
     return LMC_OK;
 }
 
@@ -122,28 +141,59 @@ static lmc_status t_case(tpl_ctx *c, tv in, int mode, bool *out) {
     *out = tv_equal(conv, in);
     return LMC_OK;
 }
-static lmc_status t_lower(tpl_ctx *c, tv in, const tpl_args *a, bool *out) { (void)a; return t_case(c, in, 0, out); }
-static lmc_status t_upper(tpl_ctx *c, tv in, const tpl_args *a, bool *out) { (void)a; return t_case(c, in, 1, out); }
+static lmc_status t_lower(tpl_ctx *c, tv in, const tpl_args *a, bool *out) {
+    (void)a;
+    return t_case(c, in, 0, out);
+}
+static lmc_status t_upper(tpl_ctx *c, tv in, const tpl_args *a, bool *out) {
+    (void)a;
+    return t_case(c, in, 1, out);
+}
 
 static const struct {
     const char *name;
     test_fn fn;
 } TESTS[] = {
-    {"defined", t_defined},   {"undefined", t_undefined}, {"none", t_none},
-    {"string", t_string},     {"mapping", t_mapping},     {"iterable", t_iterable},
-    {"sequence", t_sequence}, {"number", t_number},       {"integer", t_integer},
-    {"float", t_float},       {"boolean", t_boolean},     {"true", t_true},
-    {"false", t_false},       {"callable", t_callable},   {"equalto", t_eq},
-    {"eq", t_eq},             {"==", t_eq},               {"ne", t_ne},
-    {"!=", t_ne},             {"lt", t_lt},               {"lessthan", t_lt},
-    {"<", t_lt},              {"le", t_le},               {"<=", t_le},
-    {"gt", t_gt},             {"greaterthan", t_gt},      {">", t_gt},
-    {"ge", t_ge},             {">=", t_ge},               {"sameas", t_sameas},
-    {"in", t_in},             {"odd", t_odd},             {"even", t_even},
-    {"divisibleby", t_divisibleby}, {"lower", t_lower},   {"upper", t_upper},
+    {"defined", t_defined},
+    {"undefined", t_undefined},
+    {"none", t_none},
+    {"string", t_string},
+    {"mapping", t_mapping},
+    {"iterable", t_iterable},
+    {"sequence", t_sequence},
+    {"number", t_number},
+    {"integer", t_integer},
+    {"float", t_float},
+    {"boolean", t_boolean},
+    {"true", t_true},
+    {"false", t_false},
+    {"callable", t_callable},
+    {"equalto", t_eq},
+    {"eq", t_eq},
+    {"==", t_eq},
+    {"ne", t_ne},
+    {"!=", t_ne},
+    {"lt", t_lt},
+    {"lessthan", t_lt},
+    {"<", t_lt},
+    {"le", t_le},
+    {"<=", t_le},
+    {"gt", t_gt},
+    {"greaterthan", t_gt},
+    {">", t_gt},
+    {"ge", t_ge},
+    {">=", t_ge},
+    {"sameas", t_sameas},
+    {"in", t_in},
+    {"odd", t_odd},
+    {"even", t_even},
+    {"divisibleby", t_divisibleby},
+    {"lower", t_lower},
+    {"upper", t_upper},
 };
 
-lmc_status tpl_test(tpl_ctx *c, const char *name, tv in, const tpl_args *a, bool *out, bool *found) {
+lmc_status tpl_test(tpl_ctx *c, const char *name, tv in, const tpl_args *a, bool *out,
+                    bool *found) {
     for (size_t i = 0; i < sizeof TESTS / sizeof TESTS[0]; i++)
         if (!strcmp(TESTS[i].name, name)) {
             *found = true;

@@ -104,25 +104,39 @@ bool tv_dict_set(tpl_arena *a, tv_dict *d, tv key, tv val) {
 bool tv_truthy(tv v) {
     switch (v.type) {
     case TV_UNDEFINED:
-    case TV_NONE: return false;
-    case TV_BOOL: return v.u.b;
-    case TV_INT: return v.u.i != 0;
-    case TV_FLOAT: return v.u.f != 0.0;
-    case TV_STRING: return v.u.s->len != 0;
-    case TV_LIST: return v.u.l->len != 0;
-    case TV_DICT: return v.u.d->len != 0;
-    default: return true;
+    case TV_NONE:
+        return false;
+    case TV_BOOL:
+        return v.u.b;
+    case TV_INT:
+        return v.u.i != 0;
+    case TV_FLOAT:
+        return v.u.f != 0.0;
+    case TV_STRING:
+        return v.u.s->len != 0;
+    case TV_LIST:
+        return v.u.l->len != 0;
+    case TV_DICT:
+        return v.u.d->len != 0;
+    default:
+        return true;
     }
 }
 
-bool tv_is_number(tv v) { return v.type == TV_INT || v.type == TV_FLOAT || v.type == TV_BOOL; }
+bool tv_is_number(tv v) {
+    return v.type == TV_INT || v.type == TV_FLOAT || v.type == TV_BOOL;
+}
 
 double tv_as_double(tv v) {
     switch (v.type) {
-    case TV_INT: return (double)v.u.i;
-    case TV_FLOAT: return v.u.f;
-    case TV_BOOL: return v.u.b ? 1.0 : 0.0;
-    default: return 0.0;
+    case TV_INT:
+        return (double)v.u.i;
+    case TV_FLOAT:
+        return v.u.f;
+    case TV_BOOL:
+        return v.u.b ? 1.0 : 0.0;
+    default:
+        return 0.0;
     }
 }
 
@@ -143,7 +157,8 @@ bool tv_equal(tv a, tv b) {
     if (a.type != b.type) return false;
     switch (a.type) {
     case TV_UNDEFINED:
-    case TV_NONE: return true;
+    case TV_NONE:
+        return true;
     case TV_STRING:
         return a.u.s->len == b.u.s->len && !memcmp(a.u.s->data, b.u.s->data, a.u.s->len);
     case TV_LIST:
@@ -160,29 +175,47 @@ bool tv_equal(tv a, tv b) {
             if (!o || !tv_equal(a.u.d->vals[i], *o)) return false;
         }
         return true;
-    case TV_LOOP: return a.u.loop == b.u.loop;
-    case TV_MACRO: return a.u.macro == b.u.macro;
-    case TV_FUNC: return a.u.fn == b.u.fn;
-    case TV_METHOD: return a.u.m == b.u.m;
-    default: return false;
+    case TV_LOOP:
+        return a.u.loop == b.u.loop;
+    case TV_MACRO:
+        return a.u.macro == b.u.macro;
+    case TV_FUNC:
+        return a.u.fn == b.u.fn;
+    case TV_METHOD:
+        return a.u.m == b.u.m;
+    default:
+        return false;
     }
 }
 
 const char *tv_type_name(tv v) {
     switch (v.type) {
-    case TV_UNDEFINED: return "Undefined";
-    case TV_NONE: return "NoneType";
-    case TV_BOOL: return "bool";
-    case TV_INT: return "int";
-    case TV_FLOAT: return "float";
-    case TV_STRING: return "str";
-    case TV_LIST: return v.u.l->is_tuple ? "tuple" : "list";
-    case TV_DICT: return "dict";
-    case TV_NAMESPACE: return "Namespace";
-    case TV_LOOP: return "LoopContext";
-    case TV_MACRO: return "Macro";
-    case TV_FUNC: return "function";
-    case TV_METHOD: return "builtin_function_or_method";
+    case TV_UNDEFINED:
+        return "Undefined";
+    case TV_NONE:
+        return "NoneType";
+    case TV_BOOL:
+        return "bool";
+    case TV_INT:
+        return "int";
+    case TV_FLOAT:
+        return "float";
+    case TV_STRING:
+        return "str";
+    case TV_LIST:
+        return v.u.l->is_tuple ? "tuple" : "list";
+    case TV_DICT:
+        return "dict";
+    case TV_NAMESPACE:
+        return "Namespace";
+    case TV_LOOP:
+        return "LoopContext";
+    case TV_MACRO:
+        return "Macro";
+    case TV_FUNC:
+        return "function";
+    case TV_METHOD:
+        return "builtin_function_or_method";
     }
     return "object";
 }
@@ -311,11 +344,16 @@ static lmc_status repr_str(const tv_str *s, tpl_buf *b) {
         if (c == (unsigned char)q || c == '\\') {
             char e[2] = {'\\', (char)c};
             st = tpl_buf_append(b, e, 2);
-        } else if (c == '\n') st = tpl_buf_append(b, "\\n", 2);
-        else if (c == '\r') st = tpl_buf_append(b, "\\r", 2);
-        else if (c == '\t') st = tpl_buf_append(b, "\\t", 2);
-        else if (c < 0x20 || c == 0x7f) st = tpl_buf_printf(b, "\\x%02x", c);
-        else st = tpl_buf_putc(b, (char)c);
+        } else if (c == '\n')
+            st = tpl_buf_append(b, "\\n", 2);
+        else if (c == '\r')
+            st = tpl_buf_append(b, "\\r", 2);
+        else if (c == '\t')
+            st = tpl_buf_append(b, "\\t", 2);
+        else if (c < 0x20 || c == 0x7f)
+            st = tpl_buf_printf(b, "\\x%02x", c);
+        else
+            st = tpl_buf_putc(b, (char)c);
     }
     if (st == LMC_OK) st = tpl_buf_putc(b, q);
     return st;
@@ -326,11 +364,17 @@ static lmc_status to_str_impl(tv v, tpl_buf *b, bool repr, int depth) {
     char num[40];
     lmc_status st = LMC_OK;
     switch (v.type) {
-    case TV_UNDEFINED: return LMC_OK;
-    case TV_NONE: return tpl_buf_puts(b, "None");
-    case TV_BOOL: return tpl_buf_puts(b, v.u.b ? "True" : "False");
-    case TV_INT: return tpl_buf_printf(b, "%lld", (long long)v.u.i);
-    case TV_FLOAT: tv_format_float(v.u.f, num); return tpl_buf_puts(b, num);
+    case TV_UNDEFINED:
+        return LMC_OK;
+    case TV_NONE:
+        return tpl_buf_puts(b, "None");
+    case TV_BOOL:
+        return tpl_buf_puts(b, v.u.b ? "True" : "False");
+    case TV_INT:
+        return tpl_buf_printf(b, "%lld", (long long)v.u.i);
+    case TV_FLOAT:
+        tv_format_float(v.u.f, num);
+        return tpl_buf_puts(b, num);
     case TV_STRING:
         if (repr) return repr_str(v.u.s, b);
         return tpl_buf_append(b, v.u.s->data, v.u.s->len);
@@ -358,12 +402,17 @@ static lmc_status to_str_impl(tv v, tpl_buf *b, bool repr, int depth) {
         if (st == LMC_OK) st = tpl_buf_puts(b, v.type == TV_NAMESPACE ? "}>" : "}");
         return st;
     }
-    default: return tpl_buf_printf(b, "<%s object>", tv_type_name(v));
+    default:
+        return tpl_buf_printf(b, "<%s object>", tv_type_name(v));
     }
 }
 
-lmc_status tv_to_str(tv v, tpl_buf *b) { return to_str_impl(v, b, false, 0); }
-lmc_status tv_repr(tv v, tpl_buf *b) { return to_str_impl(v, b, true, 0); }
+lmc_status tv_to_str(tv v, tpl_buf *b) {
+    return to_str_impl(v, b, false, 0);
+}
+lmc_status tv_repr(tv v, tpl_buf *b) {
+    return to_str_impl(v, b, true, 0);
+}
 
 lmc_status tv_stringify(tpl_arena *a, tv v, size_t limit, tv *out) {
     if (v.type == TV_STRING) {
@@ -383,11 +432,21 @@ lmc_status tv_stringify(tpl_arena *a, tv v, size_t limit, tv *out) {
 static lmc_status from_json_impl(tpl_arena *a, const json_t *j, tv *out, int depth) {
     if (depth > 500) return lmc_error(LMC_ERR_LIMIT, "JSON nesting too deep");
     switch (json_typeof(j)) {
-    case JSON_NULL: *out = tv_none(); return LMC_OK;
-    case JSON_TRUE: *out = tv_bool(true); return LMC_OK;
-    case JSON_FALSE: *out = tv_bool(false); return LMC_OK;
-    case JSON_INTEGER: *out = tv_int((int64_t)json_integer_value(j)); return LMC_OK;
-    case JSON_REAL: *out = tv_float(json_real_value(j)); return LMC_OK;
+    case JSON_NULL:
+        *out = tv_none();
+        return LMC_OK;
+    case JSON_TRUE:
+        *out = tv_bool(true);
+        return LMC_OK;
+    case JSON_FALSE:
+        *out = tv_bool(false);
+        return LMC_OK;
+    case JSON_INTEGER:
+        *out = tv_int((int64_t)json_integer_value(j));
+        return LMC_OK;
+    case JSON_REAL:
+        *out = tv_float(json_real_value(j));
+        return LMC_OK;
     case JSON_STRING:
         if (!tv_make_str(a, json_string_value(j), json_string_length(j), out))
             return tpl_arena_status(a);
@@ -436,7 +495,8 @@ static lmc_status json_str(const char *s, size_t len, bool ensure_ascii, tpl_buf
             i += tpl_utf8_decode(s, len, i, &cp);
             if (cp >= 0x10000) {
                 cp -= 0x10000;
-                st = tpl_buf_printf(b, "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
+                st =
+                    tpl_buf_printf(b, "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
             } else {
                 st = tpl_buf_printf(b, "\\u%04x", cp);
             }
@@ -444,16 +504,32 @@ static lmc_status json_str(const char *s, size_t len, bool ensure_ascii, tpl_buf
         }
         i++;
         switch (c) {
-        case '"': st = tpl_buf_append(b, "\\\"", 2); break;
-        case '\\': st = tpl_buf_append(b, "\\\\", 2); break;
-        case '\n': st = tpl_buf_append(b, "\\n", 2); break;
-        case '\r': st = tpl_buf_append(b, "\\r", 2); break;
-        case '\t': st = tpl_buf_append(b, "\\t", 2); break;
-        case '\b': st = tpl_buf_append(b, "\\b", 2); break;
-        case '\f': st = tpl_buf_append(b, "\\f", 2); break;
+        case '"':
+            st = tpl_buf_append(b, "\\\"", 2);
+            break;
+        case '\\':
+            st = tpl_buf_append(b, "\\\\", 2);
+            break;
+        case '\n':
+            st = tpl_buf_append(b, "\\n", 2);
+            break;
+        case '\r':
+            st = tpl_buf_append(b, "\\r", 2);
+            break;
+        case '\t':
+            st = tpl_buf_append(b, "\\t", 2);
+            break;
+        case '\b':
+            st = tpl_buf_append(b, "\\b", 2);
+            break;
+        case '\f':
+            st = tpl_buf_append(b, "\\f", 2);
+            break;
         default:
-            if (c < 0x20) st = tpl_buf_printf(b, "\\u%04x", c);
-            else st = tpl_buf_putc(b, (char)c);
+            if (c < 0x20)
+                st = tpl_buf_printf(b, "\\u%04x", c);
+            else
+                st = tpl_buf_putc(b, (char)c);
         }
     }
     if (st == LMC_OK) st = tpl_buf_putc(b, '"');
@@ -470,11 +546,17 @@ static lmc_status json_newline(const tv_json_opts *o, int level, tpl_buf *b) {
 static lmc_status json_key(tv k, const tv_json_opts *o, tpl_buf *b) {
     char num[40];
     switch (k.type) {
-    case TV_STRING: return json_str(k.u.s->data, k.u.s->len, o->ensure_ascii, b);
-    case TV_INT: return tpl_buf_printf(b, "\"%lld\"", (long long)k.u.i);
-    case TV_FLOAT: tv_format_float(k.u.f, num); return tpl_buf_printf(b, "\"%s\"", num);
-    case TV_BOOL: return tpl_buf_puts(b, k.u.b ? "\"true\"" : "\"false\"");
-    case TV_NONE: return tpl_buf_puts(b, "\"null\"");
+    case TV_STRING:
+        return json_str(k.u.s->data, k.u.s->len, o->ensure_ascii, b);
+    case TV_INT:
+        return tpl_buf_printf(b, "\"%lld\"", (long long)k.u.i);
+    case TV_FLOAT:
+        tv_format_float(k.u.f, num);
+        return tpl_buf_printf(b, "\"%s\"", num);
+    case TV_BOOL:
+        return tpl_buf_puts(b, k.u.b ? "\"true\"" : "\"false\"");
+    case TV_NONE:
+        return tpl_buf_puts(b, "\"null\"");
     default:
         return lmc_error(LMC_ERR_FORMAT, "keys must be str, int, float, bool or None, not %s",
                          tv_type_name(k));
@@ -495,15 +577,19 @@ static lmc_status to_json_impl(tv v, const tv_json_opts *o, int level, tpl_buf *
     char num[40];
     lmc_status st = LMC_OK;
     switch (v.type) {
-    case TV_NONE: return tpl_buf_puts(b, "null");
-    case TV_BOOL: return tpl_buf_puts(b, v.u.b ? "true" : "false");
-    case TV_INT: return tpl_buf_printf(b, "%lld", (long long)v.u.i);
+    case TV_NONE:
+        return tpl_buf_puts(b, "null");
+    case TV_BOOL:
+        return tpl_buf_puts(b, v.u.b ? "true" : "false");
+    case TV_INT:
+        return tpl_buf_printf(b, "%lld", (long long)v.u.i);
     case TV_FLOAT:
         if (isnan(v.u.f)) return tpl_buf_puts(b, "NaN");
         if (isinf(v.u.f)) return tpl_buf_puts(b, v.u.f < 0 ? "-Infinity" : "Infinity");
         tv_format_float(v.u.f, num);
         return tpl_buf_puts(b, num);
-    case TV_STRING: return json_str(v.u.s->data, v.u.s->len, o->ensure_ascii, b);
+    case TV_STRING:
+        return json_str(v.u.s->data, v.u.s->len, o->ensure_ascii, b);
     case TV_LIST: {
         const tv_list *l = v.u.l;
         if (l->len == 0) return tpl_buf_puts(b, "[]");

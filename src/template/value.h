@@ -18,7 +18,7 @@ typedef enum tv_type {
     TV_INT,
     TV_FLOAT,
     TV_STRING,
-    TV_LIST,      /* list, or tuple when is_tuple */
+    TV_LIST, /* list, or tuple when is_tuple */
     TV_DICT,
     TV_NAMESPACE, /* jinja2's namespace(): a dict with attribute access */
     TV_LOOP,      /* the `loop` object of a for loop */
@@ -78,10 +78,18 @@ static inline tv tv_undefined(const char *name) {
     v.u.undef_name = name;
     return v;
 }
-static inline tv tv_none(void) { return (tv){.type = TV_NONE}; }
-static inline tv tv_bool(bool b) { return (tv){.type = TV_BOOL, .u.b = b}; }
-static inline tv tv_int(int64_t i) { return (tv){.type = TV_INT, .u.i = i}; }
-static inline tv tv_float(double f) { return (tv){.type = TV_FLOAT, .u.f = f}; }
+static inline tv tv_none(void) {
+    return (tv){.type = TV_NONE};
+}
+static inline tv tv_bool(bool b) {
+    return (tv){.type = TV_BOOL, .u.b = b};
+}
+static inline tv tv_int(int64_t i) {
+    return (tv){.type = TV_INT, .u.i = i};
+}
+static inline tv tv_float(double f) {
+    return (tv){.type = TV_FLOAT, .u.f = f};
+}
 
 /* Constructors: false when the arena refuses (see tpl_arena_status).
  * tv_make_str with s == NULL leaves the len bytes zeroed for the caller. */

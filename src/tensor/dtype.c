@@ -13,7 +13,9 @@ static const struct {
     [LMC_DTYPE_U8] = {"U8", 1},   [LMC_DTYPE_I8] = {"I8", 1},   [LMC_DTYPE_BOOL] = {"BOOL", 1},
 };
 
-size_t lmc_dtype_size(lmc_dtype dt) { return dt < LMC_DTYPE_COUNT ? dtype_info[dt].size : 0; }
+size_t lmc_dtype_size(lmc_dtype dt) {
+    return dt < LMC_DTYPE_COUNT ? dtype_info[dt].size : 0;
+}
 
 const char *lmc_dtype_name(lmc_dtype dt) {
     return dt < LMC_DTYPE_COUNT ? dtype_info[dt].name : "?";
@@ -38,7 +40,8 @@ const char *lmc_shape_str(const int64_t *shape, int ndim, char *buf, size_t size
     size_t off = 0;
     off += (size_t)snprintf(buf + off, size - off, "[");
     for (int i = 0; i < ndim && off < size; i++)
-        off += (size_t)snprintf(buf + off, size - off, "%s%lld", i ? ", " : "", (long long)shape[i]);
+        off +=
+            (size_t)snprintf(buf + off, size - off, "%s%lld", i ? ", " : "", (long long)shape[i]);
     if (off < size) snprintf(buf + off, size - off, "]");
     return buf;
 }
@@ -93,7 +96,9 @@ uint16_t lmc_f32_to_f16(float f) {
     return (uint16_t)half;
 }
 
-float lmc_bf16_to_f32(uint16_t b) { return bits_f32((uint32_t)b << 16); }
+float lmc_bf16_to_f32(uint16_t b) {
+    return bits_f32((uint32_t)b << 16);
+}
 
 uint16_t lmc_f32_to_bf16(float f) {
     uint32_t x = f32_bits(f);
@@ -105,7 +110,9 @@ uint16_t lmc_f32_to_bf16(float f) {
 
 void lmc_convert_to_f32(lmc_dtype dt, const void *src, float *dst, int64_t n) {
     switch (dt) {
-    case LMC_DTYPE_F32: memcpy(dst, src, (size_t)n * 4); break;
+    case LMC_DTYPE_F32:
+        memcpy(dst, src, (size_t)n * 4);
+        break;
     case LMC_DTYPE_F16: {
         const uint16_t *s = src;
         for (int64_t i = 0; i < n; i++) dst[i] = lmc_f16_to_f32(s[i]);
@@ -124,7 +131,9 @@ void lmc_convert_to_f32(lmc_dtype dt, const void *src, float *dst, int64_t n) {
 
 void lmc_convert_from_f32(lmc_dtype dt, const float *src, void *dst, int64_t n) {
     switch (dt) {
-    case LMC_DTYPE_F32: memcpy(dst, src, (size_t)n * 4); break;
+    case LMC_DTYPE_F32:
+        memcpy(dst, src, (size_t)n * 4);
+        break;
     case LMC_DTYPE_F16: {
         uint16_t *d = dst;
         for (int64_t i = 0; i < n; i++) d[i] = lmc_f32_to_f16(src[i]);
@@ -135,6 +144,7 @@ void lmc_convert_from_f32(lmc_dtype dt, const float *src, void *dst, int64_t n) 
         for (int64_t i = 0; i < n; i++) d[i] = lmc_f32_to_bf16(src[i]);
         break;
     }
-    default: break;
+    default:
+        break;
     }
 }

@@ -44,15 +44,15 @@ static lmc_status parse_entry(const char *what, const char *key, json_t *v, uint
                          what, key, json_string_value(dt));
     size_t nd = json_array_size(shape);
     if (nd > LMC_MAX_DIMS)
-        return lmc_error(LMC_ERR_UNSUPPORTED, "%s: tensor '%s': %zu dimensions (at most %d)",
-                         what, key, nd, LMC_MAX_DIMS);
+        return lmc_error(LMC_ERR_UNSUPPORTED, "%s: tensor '%s': %zu dimensions (at most %d)", what,
+                         key, nd, LMC_MAX_DIMS);
     t->ndim = (int)nd;
     uint64_t numel = 1;
     for (size_t i = 0; i < nd; i++) {
         json_t *d = json_array_get(shape, i);
         if (!json_is_integer(d) || json_integer_value(d) < 0)
-            return lmc_error(LMC_ERR_FORMAT, "%s: tensor '%s': shape[%zu] is not a size", what,
-                             key, i);
+            return lmc_error(LMC_ERR_FORMAT, "%s: tensor '%s': shape[%zu] is not a size", what, key,
+                             i);
         t->shape[i] = (int64_t)json_integer_value(d);
         if (!lmc_mul_ok(numel, (uint64_t)t->shape[i], &numel))
             return lmc_error(LMC_ERR_FORMAT, "%s: tensor '%s': shape overflows", what, key);
@@ -62,8 +62,8 @@ static lmc_status parse_entry(const char *what, const char *key, json_t *v, uint
         return lmc_error(LMC_ERR_FORMAT, "%s: tensor '%s': size overflows", what, key);
     if (json_array_size(offs) != 2 || !json_is_integer(json_array_get(offs, 0)) ||
         !json_is_integer(json_array_get(offs, 1)))
-        return lmc_error(LMC_ERR_FORMAT, "%s: tensor '%s': data_offsets must be [begin, end]",
-                         what, key);
+        return lmc_error(LMC_ERR_FORMAT, "%s: tensor '%s': data_offsets must be [begin, end]", what,
+                         key);
     json_int_t b = json_integer_value(json_array_get(offs, 0));
     json_int_t e = json_integer_value(json_array_get(offs, 1));
     if (b < 0 || e < b)
@@ -76,11 +76,10 @@ static lmc_status parse_entry(const char *what, const char *key, json_t *v, uint
                          what, key, (long long)b, (long long)e, (unsigned long long)data_size);
     if ((uint64_t)(e - b) != nbytes) {
         char buf[128];
-        return lmc_error(LMC_ERR_FORMAT,
-                         "%s: tensor '%s': %s %s needs %llu bytes but data_offsets span %llu",
-                         what, key, lmc_dtype_name(t->dtype),
-                         lmc_shape_str(t->shape, t->ndim, buf, sizeof buf),
-                         (unsigned long long)nbytes, (unsigned long long)(e - b));
+        return lmc_error(
+            LMC_ERR_FORMAT, "%s: tensor '%s': %s %s needs %llu bytes but data_offsets span %llu",
+            what, key, lmc_dtype_name(t->dtype), lmc_shape_str(t->shape, t->ndim, buf, sizeof buf),
+            (unsigned long long)nbytes, (unsigned long long)(e - b));
     }
     t->nbytes = nbytes;
     s->begin = (uint64_t)b;
@@ -164,9 +163,9 @@ lmc_status lmc_safetensors_parse(const uint8_t *data, size_t size, const char *w
     qsort(spans, k, sizeof *spans, cmp_span);
     for (size_t i = 1; i < k; i++) {
         if (spans[i].begin < spans[i - 1].end) {
-            st = lmc_error(LMC_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap in the file", what,
-                           out->tensors[spans[i - 1].index].name,
-                           out->tensors[spans[i].index].name);
+            st =
+                lmc_error(LMC_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap in the file", what,
+                          out->tensors[spans[i - 1].index].name, out->tensors[spans[i].index].name);
             goto fail;
         }
     }
@@ -213,8 +212,10 @@ const lmc_tensor *lmc_safetensors_find(const lmc_safetensors *st, const char *na
         size_t mid = (lo + hi) / 2;
         int c = strcmp(st->tensors[mid].name, name);
         if (c == 0) return &st->tensors[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return NULL;
 }

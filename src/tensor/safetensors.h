@@ -56,9 +56,8 @@ typedef struct lmc_safetensors_writer lmc_safetensors_writer;
 lmc_status lmc_safetensors_writer_create(lmc_safetensors_writer **out);
 void lmc_safetensors_writer_free(lmc_safetensors_writer *w);
 /* Adds a tensor; name and shape are copied, data is borrowed. */
-lmc_status lmc_safetensors_writer_add(lmc_safetensors_writer *w, const char *name,
-                                      lmc_dtype dtype, int ndim, const int64_t *shape,
-                                      const void *data);
+lmc_status lmc_safetensors_writer_add(lmc_safetensors_writer *w, const char *name, lmc_dtype dtype,
+                                      int ndim, const int64_t *shape, const void *data);
 /* Drops the last n tensors added (n <= count). */
 void lmc_safetensors_writer_remove_last(lmc_safetensors_writer *w, size_t n);
 /* Sets a __metadata__ string entry. */

@@ -21,8 +21,7 @@ static bool has_suffix(const char *s, const char *suf) {
 }
 
 /* Shard file names: from the index's weight_map values, deduplicated. */
-static lmc_status list_from_index(const char *index_path, json_t *index, char ***names,
-                                  size_t *n) {
+static lmc_status list_from_index(const char *index_path, json_t *index, char ***names, size_t *n) {
     json_t *map = json_object_get(index, "weight_map");
     if (!json_is_object(map))
         return lmc_error(LMC_ERR_FORMAT, "%s: no 'weight_map' object", index_path);
@@ -184,8 +183,10 @@ const lmc_tensor *lmc_weights_find(const lmc_weights *w, const char *name) {
         size_t mid = (lo + hi) / 2;
         int c = strcmp(w->index[mid]->name, name);
         if (c == 0) return w->index[mid];
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return NULL;
 }
@@ -216,9 +217,8 @@ lmc_status lmc_weights_get(const lmc_weights *w, const char *name, const lmc_ten
     if (dot) *dot = '\0';
     size_t n = dot ? list_under(w, module, present, sizeof present) : 0;
     if (n)
-        return lmc_error(LMC_ERR_NOT_FOUND,
-                         "%s: missing tensor '%s': module '%s' has %s", w->dir, name, module,
-                         present);
+        return lmc_error(LMC_ERR_NOT_FOUND, "%s: missing tensor '%s': module '%s' has %s", w->dir,
+                         name, module, present);
     char parent[512];
     snprintf(parent, sizeof parent, "%s", module);
     dot = strrchr(parent, '.');

@@ -38,9 +38,8 @@ void lmc_safetensors_writer_free(lmc_safetensors_writer *w) {
     free(w);
 }
 
-lmc_status lmc_safetensors_writer_add(lmc_safetensors_writer *w, const char *name,
-                                      lmc_dtype dtype, int ndim, const int64_t *shape,
-                                      const void *data) {
+lmc_status lmc_safetensors_writer_add(lmc_safetensors_writer *w, const char *name, lmc_dtype dtype,
+                                      int ndim, const int64_t *shape, const void *data) {
     if (ndim < 0 || ndim > LMC_MAX_DIMS || dtype >= LMC_DTYPE_COUNT)
         return lmc_error(LMC_ERR_INVALID_ARG, "safetensors writer: bad tensor '%s'", name);
     for (size_t i = 0; i < w->n; i++)
@@ -100,9 +99,9 @@ static char *build_header(lmc_safetensors_writer *w, size_t *len) {
         entry *e = &w->entries[i];
         json_t *shape = json_array();
         for (int d = 0; d < e->ndim; d++) json_array_append_new(shape, json_integer(e->shape[d]));
-        json_t *t = json_pack("{s:s, s:o, s:[I, I]}", "dtype", lmc_dtype_name(e->dtype), "shape",
-                              shape, "data_offsets", (json_int_t)off,
-                              (json_int_t)(off + e->nbytes));
+        json_t *t =
+            json_pack("{s:s, s:o, s:[I, I]}", "dtype", lmc_dtype_name(e->dtype), "shape", shape,
+                      "data_offsets", (json_int_t)off, (json_int_t)(off + e->nbytes));
         if (!t || json_object_set_new(root, e->name, t) != 0) {
             json_decref(root);
             return NULL;
@@ -137,8 +136,8 @@ lmc_status lmc_safetensors_writer_write(lmc_safetensors_writer *w, const char *p
     char *tmp = lmc_sprintf("%s.tmp.%ld", path, (long)getpid());
     FILE *f = tmp ? fopen(tmp, "wb") : NULL;
     if (!f) {
-        lmc_status st = lmc_error(LMC_ERR_IO, "%s: cannot create: %s", tmp ? tmp : path,
-                                  strerror(errno));
+        lmc_status st =
+            lmc_error(LMC_ERR_IO, "%s: cannot create: %s", tmp ? tmp : path, strerror(errno));
         free(header);
         free(tmp);
         return st;

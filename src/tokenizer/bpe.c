@@ -160,10 +160,12 @@ static lmc_status merge_flush(merge_ctx *x) {
             ids[i][k] = tok_strtab_get_key(v, &m->key[k]);
             if (ids[i][k] < 0) return key_missing(m->index, &m->key[k]);
         }
-        __builtin_prefetch(&mm->slots[pair_hash(pair_key(ids[i][0], ids[i][1])) & (mm->nslots - 1)]);
+        __builtin_prefetch(
+            &mm->slots[pair_hash(pair_key(ids[i][0], ids[i][1])) & (mm->nslots - 1)]);
     }
     for (size_t i = 0; i < x->n; i++) {
-        lmc_status st = merges_put(mm, ids[i][0], ids[i][1], (uint32_t)x->items[i].index, ids[i][2]);
+        lmc_status st =
+            merges_put(mm, ids[i][0], ids[i][1], (uint32_t)x->items[i].index, ids[i][2]);
         if (st != LMC_OK) return st;
     }
     x->n = 0;

@@ -68,7 +68,7 @@ typedef struct tok_strtab {
     /* Lookups of keys up to 16 bytes touch only the slot (half a cache
      * line): the key sits in it zero-padded, compared as two words. */
     struct tok_strslot {
-        uint64_t w0, w1;  /* first 16 key bytes, zero-padded */
+        uint64_t w0, w1; /* first 16 key bytes, zero-padded */
         uint32_t hash, len;
         int32_t ent; /* entry index, -1 = empty */
         int32_t id;  /* copy of ents[ent].id */

@@ -9,14 +9,14 @@
 #include <stddef.h>
 
 typedef struct ref_case {
-    char *dir;         /* model folder */
+    char *dir; /* model folder */
     char *name;
-    json_t *expect;    /* expect.json */
+    json_t *expect; /* expect.json */
     int32_t *prompt;
     size_t n_prompt;
     int32_t *greedy;
     size_t n_greedy;
-    float *logits;     /* [n_prompt, vocab] */
+    float *logits; /* [n_prompt, vocab] */
     size_t vocab;
     double rtol;
     bool quantized;

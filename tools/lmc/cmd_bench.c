@@ -32,11 +32,14 @@ int cmd_bench(int argc, char **argv) {
     const char *model_dir = NULL, *v;
     long pp = 128, tg = 64, reps = 3, n;
     for (int i = 1; i < argc; i++) {
-        if (cli_opt(argc, argv, &i, "--model", &v)) model_dir = v;
+        if (cli_opt(argc, argv, &i, "--model", &v))
+            model_dir = v;
         else if (cli_opt(argc, argv, &i, "--prompt-tokens", &v)) {
-            if (!v || !cli_parse_int(v, &pp) || pp < 1) return cli_fail("bench", "bad --prompt-tokens");
+            if (!v || !cli_parse_int(v, &pp) || pp < 1)
+                return cli_fail("bench", "bad --prompt-tokens");
         } else if (cli_opt(argc, argv, &i, "--gen-tokens", &v)) {
-            if (!v || !cli_parse_int(v, &tg) || tg < 1) return cli_fail("bench", "bad --gen-tokens");
+            if (!v || !cli_parse_int(v, &tg) || tg < 1)
+                return cli_fail("bench", "bad --gen-tokens");
         } else if (cli_opt(argc, argv, &i, "--reps", &v)) {
             if (!v || !cli_parse_int(v, &reps) || reps < 1 || reps > 1000)
                 return cli_fail("bench", "bad --reps");
@@ -72,7 +75,8 @@ int cmd_bench(int argc, char **argv) {
     }
     int32_t *prompt = malloc((size_t)pp * sizeof *prompt);
     float *logits = malloc((size_t)info.vocab_size * sizeof(float));
-    double *pp_rate = calloc((size_t)reps, sizeof(double)), *tg_rate = calloc((size_t)reps, sizeof(double));
+    double *pp_rate = calloc((size_t)reps, sizeof(double)),
+           *tg_rate = calloc((size_t)reps, sizeof(double));
     srand(1234);
     int rc = 0;
     /* One untimed warm-up pass pages the weights in. */
@@ -101,15 +105,16 @@ int cmd_bench(int argc, char **argv) {
         printf("model: %s (%s, %d layers, hidden %d, vocab %d, %.1f MB of weights)\n", model_dir,
                info.model_type, info.num_layers, info.hidden_size, info.vocab_size,
                (double)info.weight_bytes / 1e6);
-        printf("threads: %d, load: %.3f s, repetitions: %ld\n", lmc_get_num_threads(), t_load, reps);
+        printf("threads: %d, load: %.3f s, repetitions: %ld\n", lmc_get_num_threads(), t_load,
+               reps);
         printf("prompt     %5ld tokens: %9.2f tokens/s  (sd %.2f)\n", pp, pm, ps);
         printf("generation %5ld tokens: %9.2f tokens/s  (sd %.2f)\n", tg, gm, gs);
         /* Decode reads each weight it uses once per token (for MoE, the
          * chosen experts only): tokens/s x bytes per token is the bandwidth
          * it draws, to set against the machine's (build/bench/membw). */
         double per_token = (double)(info.decode_bytes ? info.decode_bytes : info.weight_bytes);
-        printf("decode weight traffic: %.2f GB/s (%.1f MB read per token)\n",
-               gm * per_token / 1e9, per_token / 1e6);
+        printf("decode weight traffic: %.2f GB/s (%.1f MB read per token)\n", gm * per_token / 1e9,
+               per_token / 1e6);
     }
     free(prompt);
     free(logits);

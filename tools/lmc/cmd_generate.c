@@ -133,11 +133,16 @@ int cmd_generate(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         long n;
         double d;
-        if (cli_opt(argc, argv, &i, "--model", &v)) model_dir = v;
-        else if (cli_opt(argc, argv, &i, "--tokens", &v)) tokens_arg = v;
-        else if (cli_opt(argc, argv, &i, "--prompt", &v)) prompt = v;
-        else if (cli_opt(argc, argv, &i, "--system", &v)) system = v;
-        else if (!strcmp(argv[i], "--no-template")) use_template = false;
+        if (cli_opt(argc, argv, &i, "--model", &v))
+            model_dir = v;
+        else if (cli_opt(argc, argv, &i, "--tokens", &v))
+            tokens_arg = v;
+        else if (cli_opt(argc, argv, &i, "--prompt", &v))
+            prompt = v;
+        else if (cli_opt(argc, argv, &i, "--system", &v))
+            system = v;
+        else if (!strcmp(argv[i], "--no-template"))
+            use_template = false;
         else if (cli_opt(argc, argv, &i, "--max-tokens", &v)) {
             if (!v || !cli_parse_int(v, &n) || n < 0 || n > 1 << 30)
                 return cli_fail("generate", "bad --max-tokens");
@@ -166,10 +171,14 @@ int cmd_generate(int argc, char **argv) {
         } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
             if (!v || !cli_parse_int(v, &n) || n < 0) return cli_fail("generate", "bad --threads");
             lmc_set_num_threads((int)n);
-        } else if (!strcmp(argv[i], "--ignore-eos")) p.ignore_eos = 1;
-        else if (!strcmp(argv[i], "--print-ids")) print_ids = true;
-        else if (!strcmp(argv[i], "--stats")) show_stats = true;
-        else if (!strcmp(argv[i], "--exact")) lmc_set_exact(1); /* f32 activations */
+        } else if (!strcmp(argv[i], "--ignore-eos"))
+            p.ignore_eos = 1;
+        else if (!strcmp(argv[i], "--print-ids"))
+            print_ids = true;
+        else if (!strcmp(argv[i], "--stats"))
+            show_stats = true;
+        else if (!strcmp(argv[i], "--exact"))
+            lmc_set_exact(1); /* f32 activations */
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage();
             return 0;
@@ -203,8 +212,7 @@ int cmd_generate(int argc, char **argv) {
     }
     if (st == LMC_OK && !print_ids) st = lmc_detokenizer_create(tok, 1, &out.detok);
     if (st == LMC_OK) st = lmc_model_load(model_dir, &model);
-    if (st == LMC_OK)
-        st = lmc_session_create(model, (int32_t)n_ids + p.max_tokens + 1, &sess);
+    if (st == LMC_OK) st = lmc_session_create(model, (int32_t)n_ids + p.max_tokens + 1, &sess);
     lmc_generate_stats stats;
     if (st == LMC_OK) st = lmc_generate(sess, ids, (int32_t)n_ids, &p, print_token, &out, &stats);
     if (st == LMC_OK && out.st != LMC_OK) st = out.st;
@@ -221,7 +229,8 @@ int cmd_generate(int argc, char **argv) {
         printf("\n");
         rc = 0;
         if (show_stats)
-            fprintf(stderr, "prompt: %d tokens, %.2f tokens/s; generated: %d tokens, %.2f tokens/s\n",
+            fprintf(stderr,
+                    "prompt: %d tokens, %.2f tokens/s; generated: %d tokens, %.2f tokens/s\n",
                     stats.prompt_tokens, stats.prompt_tokens / (stats.prompt_seconds + 1e-12),
                     stats.generated_tokens,
                     stats.generated_tokens > 1

@@ -9,15 +9,19 @@
 #include <unistd.h>
 
 static void usage(void) {
-    fprintf(stderr, "usage: lmc logits --model DIR --tokens 1,2,3 --out FILE [--threads N] [--exact]\n");
+    fprintf(stderr,
+            "usage: lmc logits --model DIR --tokens 1,2,3 --out FILE [--threads N] [--exact]\n");
 }
 
 int cmd_logits(int argc, char **argv) {
     const char *model_dir = NULL, *tokens_arg = NULL, *out_path = NULL, *v;
     for (int i = 1; i < argc; i++) {
-        if (cli_opt(argc, argv, &i, "--model", &v)) model_dir = v;
-        else if (cli_opt(argc, argv, &i, "--tokens", &v)) tokens_arg = v;
-        else if (cli_opt(argc, argv, &i, "--out", &v)) out_path = v;
+        if (cli_opt(argc, argv, &i, "--model", &v))
+            model_dir = v;
+        else if (cli_opt(argc, argv, &i, "--tokens", &v))
+            tokens_arg = v;
+        else if (cli_opt(argc, argv, &i, "--out", &v))
+            out_path = v;
         else if (cli_opt(argc, argv, &i, "--threads", &v)) {
             long n;
             if (!v || !cli_parse_int(v, &n) || n < 0) return cli_fail("logits", "bad --threads");

@@ -65,9 +65,12 @@ static const char *json_string_end(const char *p) {
 
 static const char *json_number_end(const char *p) {
     if (*p == '-') p++;
-    if (*p == '0') p++;
-    else if (*p >= '1' && *p <= '9') while (*p >= '0' && *p <= '9') p++;
-    else return NULL;
+    if (*p == '0')
+        p++;
+    else if (*p >= '1' && *p <= '9')
+        while (*p >= '0' && *p <= '9') p++;
+    else
+        return NULL;
     if (*p == '.') {
         p++;
         if (!(*p >= '0' && *p <= '9')) return NULL;
@@ -141,7 +144,9 @@ static void sb_add(sbuf *b, const char *s, size_t n) {
     b->data[b->len] = '\0';
 }
 
-static void sb_puts(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+static void sb_puts(sbuf *b, const char *s) {
+    sb_add(b, s, strlen(s));
+}
 
 static void sb_json_string(sbuf *b, const char *s, size_t n) {
     sb_puts(b, "\"");
@@ -195,8 +200,10 @@ int cmd_template(int argc, char **argv) {
             if (nvars++) sb_puts(&extra, ",");
             sb_json_string(&extra, v, (size_t)(eq - v));
             sb_puts(&extra, ":");
-            if (json_valid(eq + 1)) sb_puts(&extra, eq + 1);
-            else sb_json_string(&extra, eq + 1, strlen(eq + 1));
+            if (json_valid(eq + 1))
+                sb_puts(&extra, eq + 1);
+            else
+                sb_json_string(&extra, eq + 1, strlen(eq + 1));
         } else {
             rc = cli_fail("template", "unknown option '%s' (try 'lmc template --help')", argv[i]);
             goto done;
