@@ -38,8 +38,8 @@ void lmc_dense_row_f32(const lmc_tensor *w, int64_t row, float *out) {
     case LMC_DTYPE_BF16:
         k->bf16_to_f32(p, out, cols);
         break;
-    default:
-        memset(out, 0, (size_t)cols * 4);
+    default: /* binding admits float dtypes only; NaN, never plausible zeros */
+        for (int64_t i = 0; i < cols; i++) out[i] = NAN;
         break;
     }
 }
@@ -134,25 +134,33 @@ lmc_status lmc_matmul_dense(const lmc_tensor *w, const float *x, int64_t T, floa
     return LMC_OK;
 }
 
+/* The weight is converted in blocks on the stack: no allocation, so
+ * nothing to fail (it used to drop the weight when scratch ran out). */
 void lmc_rmsnorm(const float *x, const lmc_tensor *w, float weight_offset, float eps, float *y,
                  int64_t rows, int64_t n) {
-    float *wf = w ? scratch((size_t)n) : NULL;
-    if (w && wf) {
-        if (w->dtype == LMC_DTYPE_F32)
-            memcpy(wf, w->data, (size_t)n * 4);
-        else
-            lmc_convert_to_f32(w->dtype, w->data, wf, n);
-    }
+    enum { BLOCK = 256 };
+    float wb[BLOCK];
+    size_t es = w ? lmc_dtype_size(w->dtype) : 0;
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * n;
         float *yr = y + r * n;
         double ss = 0;
         for (int64_t i = 0; i < n; i++) ss += (double)xr[i] * xr[i];
         float inv = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
-        if (wf)
-            for (int64_t i = 0; i < n; i++) yr[i] = (xr[i] * inv) * (wf[i] + weight_offset);
-        else
+        if (!w) {
             for (int64_t i = 0; i < n; i++) yr[i] = xr[i] * inv;
+            continue;
+        }
+        for (int64_t i0 = 0; i0 < n; i0 += BLOCK) {
+            int64_t m = n - i0 < BLOCK ? n - i0 : BLOCK;
+            const float *wf = wb;
+            if (w->dtype == LMC_DTYPE_F32)
+                wf = (const float *)w->data + i0;
+            else
+                lmc_convert_to_f32(w->dtype, (const uint8_t *)w->data + (size_t)i0 * es, wb, m);
+            for (int64_t i = 0; i < m; i++)
+                yr[i0 + i] = (xr[i0 + i] * inv) * (wf[i] + weight_offset);
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 #include "tensor/tensor.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 static const struct {
@@ -123,8 +124,8 @@ void lmc_convert_to_f32(lmc_dtype dt, const void *src, float *dst, int64_t n) {
         for (int64_t i = 0; i < n; i++) dst[i] = lmc_bf16_to_f32(s[i]);
         break;
     }
-    default:
-        for (int64_t i = 0; i < n; i++) dst[i] = 0.0f;
+    default: /* callers check the dtype first; NaN, never plausible zeros */
+        for (int64_t i = 0; i < n; i++) dst[i] = NAN;
         break;
     }
 }
