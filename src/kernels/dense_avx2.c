@@ -1,9 +1,9 @@
 /* AVX2 + FMA + F16C kernels. Compiled with those instructions enabled and
  * called only after lmc_kernels() checked the CPU. */
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include <cpuid.h>
 #include <immintrin.h>
 
 static inline float hsum(__m256 v) {
@@ -126,17 +126,8 @@ static const lmc_kernel_table avx2_table = {
     .axpy = axpy,
 };
 
-/* F16C from CPUID leaf 1 (ECX bit 29): clang before 16 has no "f16c" for
- * __builtin_cpu_supports. */
-static bool cpu_has_f16c(void) {
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
-}
-
 const lmc_kernel_table *lmc_kernels_avx2(void) {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
-        return &avx2_table;
+    if (lmc_cpu_has_avx2_fma_f16c()) return &avx2_table; /* kernels/quant.c */
     return NULL;
 }
 #else

@@ -18,61 +18,13 @@
 /* Rows decoded together by the T > 1 path. */
 #define QUANT_TILE_ROWS 4
 
-static inline uint32_t quant_f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static inline float quant_bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* IEEE half -> float (exact). */
-static inline float quant_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-    uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-    if (exp == 0x1f) return quant_bits_f32(sign | 0x7f800000 | (mant << 13));
-    if (exp == 0) {
-        /* zero or subnormal: mant * 2^-24 is exact in float */
-        float v = (float)mant * 5.9604644775390625e-08f;
-        return sign ? -v : v;
-    }
-    return quant_bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
-}
-
-/* float -> half as mlx's _MLX_Float16(float) (mlx/types/fp16.h, after
- * Maratyszcza/FP16 fp16_ieee_from_fp32_value): round to nearest even,
- * NaN -> sign | 0x7D00. The float additions do the rounding, so this must be
- * compiled without excess precision (true for SSE/NEON). */
-static inline uint16_t quant_f32_to_f16(float x) {
-    uint32_t u = quant_f32_bits(x);
-    uint16_t sign16 = (uint16_t)((u & 0x80000000u) >> 16);
-    if (isnan(x)) return (uint16_t)(sign16 | 0x7D00);
-    uint32_t expo = u & 0x7f800000u;
-    if (expo < 0x38800000u) expo = 0x38800000u;
-    expo += 15u << 23;
-    float magic = quant_bits_f32(expo);
-    magic += (fabsf(x) * quant_bits_f32(0x77800000u)) * quant_bits_f32(0x08800000u);
-    uint32_t mb = quant_f32_bits(magic);
-    uint32_t e16 = (mb >> 13) & 0x7c00u;
-    uint32_t m16 = mb & 0x0fffu;
-    return (uint16_t)(sign16 | (e16 + m16));
-}
-
-static inline float quant_bf16_to_f32(uint16_t b) {
-    return quant_bits_f32((uint32_t)b << 16);
-}
-
-/* float -> bfloat16 as mlx's _MLX_BFloat16(float) (mlx/types/bf16.h):
- * round to nearest even on the bits, NaN -> 0x7FC0. */
-static inline uint16_t quant_f32_to_bf16(float x) {
-    if (isnan(x)) return 0x7FC0;
-    uint32_t u = quant_f32_bits(x);
-    u += ((u >> 16) & 1u) + 0x7FFFu;
-    return (uint16_t)(u >> 16);
-}
+/* The dtype conversions are tensor/tensor.h's (bit-exact with mlx). */
+#define quant_f32_bits lmc_f32_bits
+#define quant_bits_f32 lmc_bits_f32
+#define quant_f16_to_f32 lmc_f16_to_f32
+#define quant_f32_to_f16 lmc_f32_to_f16
+#define quant_bf16_to_f32 lmc_bf16_to_f32
+#define quant_f32_to_bf16 lmc_f32_to_bf16
 
 /* Element g of a scales/biases array of dtype dt, as float. */
 static inline float quant_load_scale(const void *p, lmc_dtype dt, int64_t g) {
