@@ -160,7 +160,6 @@ int lmc_get_num_threads(void) {
 }
 
 int lmc_thread_count(void) {
-    if (atomic_load_explicit(&g_started, memory_order_acquire)) return g_pool.n_threads;
     return lmc_get_num_threads();
 }
 
