@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
     double sink = 0;
     for (int i = 0; i < 256; i++) sink += j.partial[i];
     printf("memory read bandwidth: %.2f GB/s (%d threads, %zu MB buffer, best of 5; checksum %g)\n",
-           best, lmc_thread_count(), mb, sink);
+           best, lmc_get_num_threads(), mb, sink);
     lmc_free_aligned(buf);
     return 0;
 }

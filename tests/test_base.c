@@ -59,7 +59,7 @@ typedef struct {
 
 static void pf_body(void *ctx, int64_t b, int64_t e, int worker) {
     pf_ctx *c = ctx;
-    assert_true(worker >= 0 && worker < lmc_thread_count());
+    assert_true(worker >= 0 && worker < lmc_get_num_threads());
     for (int64_t i = b; i < e; i++) {
         atomic_fetch_add(&c->sum, i);
         c->hits[i]++;

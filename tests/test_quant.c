@@ -428,8 +428,8 @@ static void test_qmatmul_fast_extremes(void **state) {
         m.deq = malloc(sizeof(double) * rows * cols);
         for (int r = 0; r < rows; r++) {
             for (int j = 0; j < ng; j++) {
-                sc[r * ng + j] = quant_f32_to_bf16(r % 2 ? 0.01f : -0.03f);
-                bs[r * ng + j] = quant_f32_to_bf16(r % 3 ? 1.0f : -0.5f);
+                sc[r * ng + j] = lmc_f32_to_bf16(r % 2 ? 0.01f : -0.03f);
+                bs[r * ng + j] = lmc_f32_to_bf16(r % 3 ? 1.0f : -0.5f);
             }
             for (int c = 0; c < cols; c++) {
                 int q = (c % 64 == 5 || (r >= 3 && c % 2)) ? 0 : qmax;
@@ -438,8 +438,7 @@ static void test_qmatmul_fast_extremes(void **state) {
                 else
                     packed[(r * cols + c) / 2] |= (uint8_t)(q << (4 * (c % 2)));
                 int gi = r * ng + c / 64;
-                m.deq[r * cols + c] =
-                    (double)quant_bf16_to_f32(sc[gi]) * q + quant_bf16_to_f32(bs[gi]);
+                m.deq[r * cols + c] = (double)lmc_bf16_to_f32(sc[gi]) * q + lmc_bf16_to_f32(bs[gi]);
             }
         }
         m.packed = (uint32_t *)packed, m.scales = sc, m.biases = bs;
@@ -633,7 +632,7 @@ static void test_quantize_rejects(void **state) {
     for (int i = 0; i < 32; i++) assert_int_equal(p[i], 0);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(b[i], 0);
-        assert_true(quant_f16_to_f32(s[i]) == quant_f16_to_f32(quant_f32_to_f16(-(float)1e-7)));
+        assert_true(lmc_f16_to_f32(s[i]) == lmc_f16_to_f32(lmc_f32_to_f16(-(float)1e-7)));
     }
 }
 
@@ -641,18 +640,18 @@ static void test_half_conversions(void **state) {
     (void)state;
     /* every half round-trips; f32 -> f16 rounds to nearest even */
     for (uint32_t h = 0; h < 0x10000; h++) {
-        float f = quant_f16_to_f32((uint16_t)h);
+        float f = lmc_f16_to_f32((uint16_t)h);
         if (isnan(f)) continue;
-        assert_int_equal(quant_f32_to_f16(f), h);
+        assert_int_equal(lmc_f32_to_f16(f), h);
     }
-    assert_int_equal(quant_f32_to_f16(1.0f + 1.0f / 2048), 0x3C00); /* tie -> even */
-    assert_int_equal(quant_f32_to_f16(1.0f + 3.0f / 2048), 0x3C02); /* tie -> even */
-    assert_int_equal(quant_f32_to_f16(65520.0f), 0x7C00);           /* overflow */
-    assert_int_equal(quant_f32_to_f16(1e-8f), 0x0000);              /* underflow */
-    assert_int_equal(quant_f32_to_f16(3e-8f), 0x0001);              /* > half min */
-    assert_int_equal(quant_f32_to_bf16(1.0f + 1.0f / 256), 0x3F80);
-    assert_int_equal(quant_f32_to_bf16(1.0f + 3.0f / 256), 0x3F82);
-    assert_int_equal(quant_f32_to_bf16(NAN), 0x7FC0);
+    assert_int_equal(lmc_f32_to_f16(1.0f + 1.0f / 2048), 0x3C00); /* tie -> even */
+    assert_int_equal(lmc_f32_to_f16(1.0f + 3.0f / 2048), 0x3C02); /* tie -> even */
+    assert_int_equal(lmc_f32_to_f16(65520.0f), 0x7C00);           /* overflow */
+    assert_int_equal(lmc_f32_to_f16(1e-8f), 0x0000);              /* underflow */
+    assert_int_equal(lmc_f32_to_f16(3e-8f), 0x0001);              /* > half min */
+    assert_int_equal(lmc_f32_to_bf16(1.0f + 1.0f / 256), 0x3F80);
+    assert_int_equal(lmc_f32_to_bf16(1.0f + 3.0f / 256), 0x3F82);
+    assert_int_equal(lmc_f32_to_bf16(NAN), 0x7FC0);
 }
 
 int main(void) {

@@ -67,13 +67,14 @@ lmc_status lmc_copy_file(const char *src, const char *dst);
  * followed). For the library's own temporary folders. */
 lmc_status lmc_remove_tree(const char *path);
 
-/* Thread pool: one persistent pool, fork-join parallel-for. The body gets a
+/* Thread pool: one persistent pool, fork-join parallel-for (the pool's
+ * size: lmc_get_num_threads). The body gets a
  * half-open range [begin, end) of [0, n) and the worker index. */
 typedef void (*lmc_range_fn)(void *ctx, int64_t begin, int64_t end, int worker);
 /* Splits [0, n) into chunks of at least `grain` items over the workers;
- * runs inline when one worker suffices. Not re-entrant from inside a body. */
+ * runs inline when one worker suffices, when the pool is busy with another
+ * caller's job, and when called from inside a body. */
 void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx);
-int lmc_thread_count(void);
 
 /* Monotonic time in seconds. */
 double lmc_time_now(void);

@@ -159,10 +159,6 @@ int lmc_get_num_threads(void) {
     return n;
 }
 
-int lmc_thread_count(void) {
-    return lmc_get_num_threads();
-}
-
 void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;

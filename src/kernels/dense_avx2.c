@@ -1,7 +1,6 @@
 /* AVX2 + FMA + F16C kernels. Compiled with those instructions enabled and
  * called only after lmc_kernels() checked the CPU. */
 #include "kernels/kernels.h"
-#include "kernels/quant.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
@@ -127,7 +126,7 @@ static const lmc_kernel_table avx2_table = {
 };
 
 const lmc_kernel_table *lmc_kernels_avx2(void) {
-    if (lmc_cpu_has_avx2_fma_f16c()) return &avx2_table; /* kernels/quant.c */
+    if (lmc_cpu_has_avx2_fma_f16c()) return &avx2_table;
     return NULL;
 }
 #else

@@ -37,6 +37,10 @@ void lmc_matmul_dense_rows(const lmc_tensor *w, int64_t r0, int64_t r1, const fl
 /* One row of a float weight matrix as f32. */
 void lmc_dense_row_f32(const lmc_tensor *w, int64_t row, float *out);
 
+/* CPU has AVX2, FMA and F16C and the OS saves YMM state (cpuid + xgetbv;
+ * cached; kernels/cpu.c). */
+bool lmc_cpu_has_avx2_fma_f16c(void);
+
 /* HF RMSNorm: x * rsqrt(mean(x^2) + eps) * (w + weight_offset), per row of
  * n; w (F32/F16/BF16) may be NULL for a plain normalization. */
 void lmc_rmsnorm(const float *x, const lmc_tensor *w, float weight_offset, float eps, float *y,

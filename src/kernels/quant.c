@@ -11,9 +11,6 @@
 #include "kernels/kernels.h"
 
 #include <stdatomic.h>
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -159,35 +156,6 @@ uint64_t lmc_qweight_nbytes(const lmc_qweight *w) {
 }
 
 /* ---- CPU dispatch ----------------------------------------------------------- */
-
-/* AVX2 + FMA + F16C with the YMM state enabled by the OS. cpuid directly:
- * clang 14's __builtin_cpu_supports does not know "f16c". */
-static bool cpu_has_avx2(void) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
-    const unsigned fma = 1u << 12, osxsave = 1u << 27, avx = 1u << 28, f16c = 1u << 29;
-    if ((c & (fma | osxsave | avx | f16c)) != (fma | osxsave | avx | f16c)) return false;
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & 6) != 6) return false; /* XMM and YMM state */
-    if (__get_cpuid_max(0, NULL) < 7) return false;
-    __cpuid_count(7, 0, a, b, c, d);
-    return (b & (1u << 5)) != 0; /* AVX2 */
-#else
-    return false;
-#endif
-}
-
-bool lmc_cpu_has_avx2_fma_f16c(void) {
-    static atomic_int cached = -1; /* racing first calls compute the same value */
-    int c = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (c < 0) {
-        c = cpu_has_avx2();
-        atomic_store_explicit(&cached, c, memory_order_relaxed);
-    }
-    return c != 0;
-}
 
 bool quant_use_avx2(void) {
     return lmc_kernels() != lmc_kernels_generic() && lmc_cpu_has_avx2_fma_f16c();

@@ -79,10 +79,6 @@ void lmc_qunpack_row(const lmc_qweight *w, int64_t row, uint8_t *q);
  * used. For tests and benchmarks; not to be called while a matmul runs. */
 bool lmc_quant_use_simd(bool enable);
 
-/* CPU has AVX2, FMA and F16C and the OS saves YMM state (cpuid + xgetbv;
- * cached). */
-bool lmc_cpu_has_avx2_fma_f16c(void);
-
 /* Which mlx kernel lmc_quantize_affine_ex reproduces. */
 typedef enum lmc_quant_variant {
     /* mlx/backend/cpu/quantized.cpp quantize<T, U> (= the mlx/ops.cpp

@@ -35,14 +35,14 @@ static void load_scales(const void *p, lmc_dtype dt, int64_t offset, int64_t n, 
         const uint16_t *s = (const uint16_t *)p + offset;
         for (; i + 8 <= n; i += 8)
             _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
-        for (; i < n; i++) out[i] = quant_f16_to_f32(s[i]);
+        for (; i < n; i++) out[i] = lmc_f16_to_f32(s[i]);
     } else if (dt == LMC_DTYPE_BF16) {
         const uint16_t *s = (const uint16_t *)p + offset;
         for (; i + 8 <= n; i += 8) {
             __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
             _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
         }
-        for (; i < n; i++) out[i] = quant_bf16_to_f32(s[i]);
+        for (; i < n; i++) out[i] = lmc_bf16_to_f32(s[i]);
     } else {
         memcpy(out, (const float *)p + offset, (size_t)n * sizeof(float));
     }

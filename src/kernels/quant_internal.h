@@ -18,21 +18,13 @@
 /* Rows decoded together by the T > 1 path. */
 #define QUANT_TILE_ROWS 4
 
-/* The dtype conversions are tensor/tensor.h's (bit-exact with mlx). */
-#define quant_f32_bits lmc_f32_bits
-#define quant_bits_f32 lmc_bits_f32
-#define quant_f16_to_f32 lmc_f16_to_f32
-#define quant_f32_to_f16 lmc_f32_to_f16
-#define quant_bf16_to_f32 lmc_bf16_to_f32
-#define quant_f32_to_bf16 lmc_f32_to_bf16
-
 /* Element g of a scales/biases array of dtype dt, as float. */
 static inline float quant_load_scale(const void *p, lmc_dtype dt, int64_t g) {
     switch (dt) {
     case LMC_DTYPE_F16:
-        return quant_f16_to_f32(((const uint16_t *)p)[g]);
+        return lmc_f16_to_f32(((const uint16_t *)p)[g]);
     case LMC_DTYPE_BF16:
-        return quant_bf16_to_f32(((const uint16_t *)p)[g]);
+        return lmc_bf16_to_f32(((const uint16_t *)p)[g]);
     default:
         return ((const float *)p)[g];
     }

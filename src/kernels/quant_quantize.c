@@ -24,16 +24,16 @@ static inline float std_min(float a, float b) {
 
 /* The value of static_cast<T>(x) for T = dtype, as float. */
 static inline float round_to(lmc_dtype dt, float x) {
-    if (dt == LMC_DTYPE_F16) return quant_f16_to_f32(quant_f32_to_f16(x));
-    if (dt == LMC_DTYPE_BF16) return quant_bf16_to_f32(quant_f32_to_bf16(x));
+    if (dt == LMC_DTYPE_F16) return lmc_f16_to_f32(lmc_f32_to_f16(x));
+    if (dt == LMC_DTYPE_BF16) return lmc_bf16_to_f32(lmc_f32_to_bf16(x));
     return x;
 }
 
 static inline void store_to(lmc_dtype dt, void *p, int64_t i, float x) {
     if (dt == LMC_DTYPE_F16)
-        ((uint16_t *)p)[i] = quant_f32_to_f16(x);
+        ((uint16_t *)p)[i] = lmc_f32_to_f16(x);
     else if (dt == LMC_DTYPE_BF16)
-        ((uint16_t *)p)[i] = quant_f32_to_bf16(x);
+        ((uint16_t *)p)[i] = lmc_f32_to_bf16(x);
     else
         ((float *)p)[i] = x;
 }
@@ -41,7 +41,7 @@ static inline void store_to(lmc_dtype dt, void *p, int64_t i, float x) {
 /* Limits<T>::max of the Metal kernel, as float. */
 static float dtype_max(lmc_dtype dt) {
     if (dt == LMC_DTYPE_F16) return 65504.0f;
-    if (dt == LMC_DTYPE_BF16) return quant_bf16_to_f32(0x7F7F);
+    if (dt == LMC_DTYPE_BF16) return lmc_bf16_to_f32(0x7F7F);
     return FLT_MAX;
 }
 
