@@ -6,7 +6,9 @@
 
 #include "base/base.h"
 #include "base/json.h"
+#include "base/text.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,9 +85,79 @@ static void test_parallel_for_covers_range_once(void **state) {
     lmc_set_num_threads(0);
 }
 
+static void test_float_repr_as_python(void **state) {
+    (void)state;
+    /* expected strings are Python 3's repr() of the same doubles */
+    static const struct {
+        double x;
+        const char *repr;
+    } cases[] = {
+        {0.0, "0.0"},
+        {-0.0, "-0.0"},
+        {1.0, "1.0"},
+        {0.1, "0.1"},
+        {1.5, "1.5"},
+        {100.0, "100.0"},
+        {1e16, "1e+16"},
+        {1e15, "1000000000000000.0"},
+        {0.0001, "0.0001"},
+        {0.00001, "1e-05"},
+        {1.0 / 3, "0.3333333333333333"},
+        {-2.5e-7, "-2.5e-07"},
+        {1e300, "1e+300"},
+        {5e-324, "5e-324"},
+        {1.7976931348623157e308, "1.7976931348623157e+308"},
+        {123456.789, "123456.789"},
+        {1e-5 * 3, "3.0000000000000004e-05"},
+    };
+    char out[LMC_FLOAT_REPR_MAX];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lmc_float_repr(cases[i].x, out);
+        assert_string_equal(out, cases[i].repr);
+    }
+    lmc_float_repr(NAN, out);
+    assert_string_equal(out, "nan");
+    lmc_float_repr(-INFINITY, out);
+    assert_string_equal(out, "-inf");
+    /* the JSON writer spells them as json.dumps does */
+    json_t *a = json_pack("[f,f,f]", 0.1, 1e16, -0.0);
+    char *text = lmc_json_dumps_python(a, 0);
+    assert_non_null(text);
+    assert_string_equal(text, "[\n0.1,\n1e+16,\n-0.0\n]");
+    free(text);
+    json_decref(a);
+}
+
+static void test_utf8_codec(void **state) {
+    (void)state;
+    int32_t cp;
+    char enc[4];
+    assert_int_equal(lmc_utf8_decode("\xE2\x82\xAC", 3, &cp), 3);
+    assert_int_equal(cp, 0x20AC);
+    assert_int_equal(lmc_utf8_decode("\xF0\x9F\x98\x80", 4, &cp), 4);
+    assert_int_equal(cp, 0x1F600);
+    /* overlong, surrogate, truncated, stray continuation: one U+FFFD byte */
+    const char *bad[] = {"\xC0\xAF", "\xED\xA0\x80", "\xE2\x82", "\x80", "\xF5\x80\x80\x80"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(lmc_utf8_decode(bad[i], strlen(bad[i]), &cp), 1);
+        assert_int_equal(cp, 0xFFFD);
+    }
+    size_t sub = 0;
+    assert_int_equal(lmc_utf8_sequence("\xE2\x82" "x", 3, &sub), 0);
+    assert_int_equal(sub, 2); /* the maximal invalid subpart */
+    assert_int_equal(lmc_utf8_encode(0x20AC, enc), 3);
+    assert_memory_equal(enc, "\xE2\x82\xAC", 3);
+    assert_int_equal(lmc_utf8_encode(0xD800, enc), 3);
+    assert_memory_equal(enc, "\xEF\xBF\xBD", 3);
+    assert_int_equal(lmc_utf8_valid_prefix("ab\xE2\x82\xAC" "c\xFF" "d", 8), 6);
+    assert_int_equal(lmc_utf8_length("a\xE2\x82\xAC\xFF", 5), 3);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_error_message),
+        cmocka_unit_test(test_float_repr_as_python),
+        cmocka_unit_test(test_utf8_codec),
         cmocka_unit_test(test_json_lookups),
         cmocka_unit_test(test_map_missing_file),
         cmocka_unit_test(test_parallel_for_covers_range_once),

@@ -2,6 +2,7 @@
  * config.json (save_config) and model.safetensors.index.json (save_model)
  * that way, and convert reproduces those files. */
 #include "json.h"
+#include "text.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -99,60 +100,14 @@ static void put_string(sbuf *b, const char *s, size_t len) {
 /* float.__repr__: the shortest digits that read back to x, positional when
  * the decimal point falls in (-4, 16], else d.ddde+XX. */
 static void put_real(sbuf *b, double x) {
+    /* json.dumps spells the non-finite values NaN and Infinity */
     if (isnan(x) || isinf(x)) {
         puts_(b, isnan(x) ? "NaN" : x < 0 ? "-Infinity" : "Infinity");
         return;
     }
-    char t[64];
-    int prec = 1;
-    for (; prec <= 17; prec++) {
-        snprintf(t, sizeof t, "%.*e", prec - 1, x);
-        if (strtod(t, NULL) == x) break;
-    }
-    /* t = [-]d[.ddd]e[+-]XX */
-    char digits[32];
-    int nd = 0;
-    const char *p = t;
-    bool neg = *p == '-';
-    if (neg) p++;
-    for (; *p && *p != 'e'; p++)
-        if (*p != '.') digits[nd++] = *p;
-    int exp10 = atoi(p + 1);
-    while (nd > 1 && digits[nd - 1] == '0') nd--;
-    digits[nd] = '\0';
-    int decpt = exp10 + 1;
-    char out[96];
-    size_t o = 0;
-    if (neg) out[o++] = '-';
-    if (decpt <= -4 || decpt > 16) {
-        out[o++] = digits[0];
-        if (nd > 1) {
-            out[o++] = '.';
-            memcpy(out + o, digits + 1, (size_t)nd - 1);
-            o += (size_t)nd - 1;
-        }
-        o += (size_t)snprintf(out + o, sizeof out - o, "e%c%02d", exp10 < 0 ? '-' : '+',
-                              exp10 < 0 ? -exp10 : exp10);
-    } else if (decpt <= 0) {
-        out[o++] = '0';
-        out[o++] = '.';
-        for (int i = 0; i < -decpt; i++) out[o++] = '0';
-        memcpy(out + o, digits, (size_t)nd);
-        o += (size_t)nd;
-    } else if (decpt >= nd) {
-        memcpy(out + o, digits, (size_t)nd);
-        o += (size_t)nd;
-        for (int i = nd; i < decpt; i++) out[o++] = '0';
-        out[o++] = '.';
-        out[o++] = '0';
-    } else {
-        memcpy(out + o, digits, (size_t)decpt);
-        o += (size_t)decpt;
-        out[o++] = '.';
-        memcpy(out + o, digits + decpt, (size_t)(nd - decpt));
-        o += (size_t)(nd - decpt);
-    }
-    put(b, out, o);
+    char t[LMC_FLOAT_REPR_MAX];
+    lmc_float_repr(x, t);
+    puts_(b, t);
 }
 
 static void newline(sbuf *b, int indent, int depth) {

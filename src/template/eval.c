@@ -76,8 +76,8 @@ lmc_status tpl_iterate(tpl_ctx *c, tv v, tv *out) {
         const tv_str *s = v.u.s;
         if (!tv_make_list(c->arena, s->len, false, out)) return tpl_nomem(c);
         for (size_t i = 0; i < s->len;) {
-            uint32_t cp;
-            size_t n = tpl_utf8_decode(s->data, s->len, i, &cp);
+            int32_t cp;
+            size_t n = lmc_utf8_decode(s->data + i, s->len - i, &cp);
             tv ch;
             lmc_status st = tpl_str(c, s->data + i, n, &ch);
             if (st != LMC_OK) return st;

@@ -73,7 +73,7 @@ static lmc_status f_length(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
         *out = tv_int(0);
         return LMC_OK;
     case TV_STRING:
-        *out = tv_int((int64_t)tpl_utf8_length(in.u.s->data, in.u.s->len));
+        *out = tv_int((int64_t)lmc_utf8_length(in.u.s->data, in.u.s->len));
         return LMC_OK;
     case TV_LIST:
         *out = tv_int((int64_t)in.u.l->len);
@@ -136,8 +136,8 @@ static lmc_status f_title(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
     if ((st = tpl_buf_append(&b, "", 0)) != LMC_OK) return st;
     bool start = true;
     for (size_t i = 0; i < in.u.s->len && st == LMC_OK;) {
-        uint32_t cp;
-        i += tpl_utf8_decode(in.u.s->data, in.u.s->len, i, &cp);
+        int32_t cp;
+        i += lmc_utf8_decode(in.u.s->data + i, in.u.s->len - i, &cp);
         bool sep = cp == ' ' || (cp >= '\t' && cp <= '\r') || cp == '-' || cp == '(' || cp == '{' ||
                    cp == '[' || cp == '<' || (cp >= 0x1c && cp <= 0x1f);
         uint32_t r = cp;
@@ -146,7 +146,7 @@ static lmc_status f_title(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
                                  : utf8proc_tolower((utf8proc_int32_t)cp));
         start = sep;
         char enc[4];
-        st = tpl_buf_append(&b, enc, tpl_utf8_encode(r, enc));
+        st = tpl_buf_append(&b, enc, lmc_utf8_encode(r, enc));
     }
     if (st != LMC_OK) return st;
     return tpl_str(c, b.data, b.len, out);
@@ -402,8 +402,8 @@ static lmc_status f_wordcount(tpl_ctx *c, tv in, const tpl_args *a, tv *out) {
     int64_t n = 0;
     bool in_word = false;
     for (size_t i = 0; i < in.u.s->len;) {
-        uint32_t cp;
-        i += tpl_utf8_decode(in.u.s->data, in.u.s->len, i, &cp);
+        int32_t cp;
+        i += lmc_utf8_decode(in.u.s->data + i, in.u.s->len - i, &cp);
         utf8proc_category_t cat = utf8proc_category((utf8proc_int32_t)cp);
         bool w = cp == '_' || (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
                  (cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO);

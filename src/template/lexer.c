@@ -113,7 +113,7 @@ static lmc_status decode_string(lexer *lx, size_t start, size_t end, tpl_token *
             if (k != digits || cp > 0x10ffff)
                 return fail(lx, i, "%s", "invalid \\x, \\u or \\U escape in a string");
             char enc[4];
-            size_t m = tpl_utf8_encode(cp, enc);
+            size_t m = lmc_utf8_encode(cp, enc);
             memcpy(out + n, enc, m); /* never longer than the escape itself */
             n += m;
             i += 2 + (size_t)digits;
@@ -125,7 +125,7 @@ static lmc_status decode_string(lexer *lx, size_t start, size_t end, tpl_token *
             for (int d = 0; d < 3 && k < end && s[k] >= '0' && s[k] <= '7'; d++, k++)
                 cp = cp * 8 + (uint32_t)(s[k] - '0');
             char enc[4];
-            size_t m = tpl_utf8_encode(cp, enc);
+            size_t m = lmc_utf8_encode(cp, enc);
             memcpy(out + n, enc, m);
             n += m;
             i = k;

@@ -54,16 +54,16 @@ static lmc_status need_str(tv v, const char *fn) {
 /* ---- string helpers ------------------------------------------------------------ */
 
 /* Python's str.isspace() for a code point. */
-static bool cp_space(uint32_t c) {
+static bool cp_space(int32_t c) {
     return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f) || c == 0x85 ||
            c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
            c == 0x202f || c == 0x205f || c == 0x3000;
 }
 
-static bool cp_in(uint32_t cp, const tv_str *set) {
+static bool cp_in(int32_t cp, const tv_str *set) {
     for (size_t i = 0; i < set->len;) {
-        uint32_t c;
-        i += tpl_utf8_decode(set->data, set->len, i, &c);
+        int32_t c;
+        i += lmc_utf8_decode(set->data + i, set->len - i, &c);
         if (c == cp) return true;
     }
     return false;
@@ -76,16 +76,16 @@ lmc_status tpl_str_strip(tpl_ctx *c, tv s, tv chars, bool left, bool right, tv *
     if (!ws && chars.type != TV_STRING)
         return lmc_error(LMC_ERR_FORMAT, "strip arg must be None or str");
     while (left && b < e) {
-        uint32_t cp;
-        size_t n = tpl_utf8_decode(d, e, b, &cp);
+        int32_t cp;
+        size_t n = lmc_utf8_decode(d + b, e - b, &cp);
         if (!(ws ? cp_space(cp) : cp_in(cp, chars.u.s))) break;
         b += n;
     }
     while (right && e > b) {
         size_t k = e - 1;
         while (k > b && ((unsigned char)d[k] & 0xc0) == 0x80) k--;
-        uint32_t cp;
-        tpl_utf8_decode(d, e, k, &cp);
+        int32_t cp;
+        lmc_utf8_decode(d + k, e - k, &cp);
         if (!(ws ? cp_space(cp) : cp_in(cp, chars.u.s))) break;
         e = k;
     }
@@ -108,8 +108,8 @@ lmc_status tpl_str_case(tpl_ctx *c, tv s, int mode, tv *out) {
     lmc_status st = tpl_buf_append(&b, "", 0);
     bool prev_cased = false, first = true;
     for (size_t i = 0; i < s.u.s->len && st == LMC_OK;) {
-        uint32_t cp;
-        i += tpl_utf8_decode(s.u.s->data, s.u.s->len, i, &cp);
+        int32_t cp;
+        i += lmc_utf8_decode(s.u.s->data + i, s.u.s->len - i, &cp);
         bool upper;
         if (mode == 0)
             upper = false;
@@ -125,7 +125,7 @@ lmc_status tpl_str_case(tpl_ctx *c, tv s, int mode, tv *out) {
                                       : utf8proc_tolower((utf8proc_int32_t)cp));
         if (mode == 3 && upper) r = (uint32_t)utf8proc_totitle((utf8proc_int32_t)cp);
         char enc[4];
-        st = tpl_buf_append(&b, enc, tpl_utf8_encode(r, enc));
+        st = tpl_buf_append(&b, enc, lmc_utf8_encode(r, enc));
     }
     if (st != LMC_OK) return st;
     return tpl_str(c, b.data, b.len, out);
@@ -159,8 +159,8 @@ lmc_status tpl_str_replace(tpl_ctx *c, tv s, tv old, tv rep, int64_t count, tv *
                 done++;
             }
             if (i >= len) break;
-            uint32_t cp;
-            size_t n = tpl_utf8_decode(d, len, i, &cp);
+            int32_t cp;
+            size_t n = lmc_utf8_decode(d + i, len - i, &cp);
             if ((st = tpl_buf_append(&b, d + i, n)) != LMC_OK) return st;
             i += n;
         }
@@ -193,8 +193,8 @@ static lmc_status str_split(tpl_ctx *c, tv s, tv sep, int64_t maxsplit, tv *out)
         int64_t n = 0;
         for (;;) {
             while (i < len) {
-                uint32_t cp;
-                size_t k = tpl_utf8_decode(d, len, i, &cp);
+                int32_t cp;
+                size_t k = lmc_utf8_decode(d + i, len - i, &cp);
                 if (!cp_space(cp)) break;
                 i += k;
             }
@@ -207,8 +207,8 @@ static lmc_status str_split(tpl_ctx *c, tv s, tv sep, int64_t maxsplit, tv *out)
                 if ((st = tpl_str(c, d + start, e - start, &part)) != LMC_OK) return st;
             } else {
                 while (i < len) {
-                    uint32_t cp;
-                    size_t k = tpl_utf8_decode(d, len, i, &cp);
+                    int32_t cp;
+                    size_t k = lmc_utf8_decode(d + i, len - i, &cp);
                     if (cp_space(cp)) break;
                     i += k;
                 }
@@ -521,12 +521,12 @@ static lmc_status str_method(tpl_ctx *c, tv s, const char *name, const tpl_args 
         size_t len = s.u.s->len;
         if (name[0] == 'f') {
             const char *hit = find_sub(d, len, sub.u.s->data, sub.u.s->len);
-            *out = tv_int(hit ? (int64_t)tpl_utf8_length(d, (size_t)(hit - d)) : -1);
+            *out = tv_int(hit ? (int64_t)lmc_utf8_length(d, (size_t)(hit - d)) : -1);
             return LMC_OK;
         }
         int64_t n = 0;
         if (sub.u.s->len == 0)
-            n = (int64_t)tpl_utf8_length(d, len) + 1;
+            n = (int64_t)lmc_utf8_length(d, len) + 1;
         else
             for (const char *p = d;
                  (p = find_sub(p, len - (size_t)(p - d), sub.u.s->data, sub.u.s->len));
@@ -557,8 +557,8 @@ static lmc_status str_method(tpl_ctx *c, tv s, const char *name, const tpl_args 
     /* is* predicates: true when non-empty and every character qualifies. */
     bool r = s.u.s->len > 0, any_cased = false;
     for (size_t i = 0; i < s.u.s->len && r;) {
-        uint32_t cp;
-        i += tpl_utf8_decode(s.u.s->data, s.u.s->len, i, &cp);
+        int32_t cp;
+        i += lmc_utf8_decode(s.u.s->data + i, s.u.s->len - i, &cp);
         utf8proc_category_t cat = utf8proc_category((utf8proc_int32_t)cp);
         bool alpha = cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO;
         bool digit = cat == UTF8PROC_CATEGORY_ND;

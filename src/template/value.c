@@ -260,79 +260,6 @@ lmc_status tv_compare(tv a, tv b, int *cmp) {
 
 /* ---- str() and repr() ---------------------------------------------------- */
 
-/* CPython's float_repr: the shortest digits that round-trip, in fixed
- * notation when the decimal exponent is in [-4, 16), else scientific with a
- * two-digit exponent; fixed notation always shows a fraction (".0"). */
-void tv_format_float(double f, char out[40]) {
-    if (isnan(f)) {
-        strcpy(out, "nan");
-        return;
-    }
-    if (isinf(f)) {
-        strcpy(out, f < 0 ? "-inf" : "inf");
-        return;
-    }
-    if (f == 0.0) {
-        strcpy(out, signbit(f) ? "-0.0" : "0.0");
-        return;
-    }
-    char tmp[40];
-    int prec;
-    for (prec = 1; prec <= 17; prec++) {
-        snprintf(tmp, sizeof tmp, "%.*e", prec - 1, f);
-        if (strtod(tmp, NULL) == f) break;
-    }
-    /* tmp is [-]d[.ddd]e[+-]XX */
-    const char *p = tmp;
-    bool neg = false;
-    if (*p == '-') {
-        neg = true;
-        p++;
-    }
-    char digits[24];
-    size_t nd = 0;
-    for (; *p && *p != 'e'; p++)
-        if (*p >= '0' && *p <= '9' && nd < sizeof digits - 1) digits[nd++] = *p;
-    digits[nd] = '\0';
-    while (nd > 1 && digits[nd - 1] == '0') digits[--nd] = '\0';
-    int exp10 = atoi(p + 1);
-    int decpt = exp10 + 1; /* digits d1d2... represent 0.d1d2... * 10^decpt */
-    char *o = out;
-    if (neg) *o++ = '-';
-    if (decpt <= -4 || decpt > 16) {
-        *o++ = digits[0];
-        if (nd > 1) {
-            *o++ = '.';
-            memcpy(o, digits + 1, nd - 1);
-            o += nd - 1;
-        }
-        int e = decpt - 1;
-        o += sprintf(o, "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
-        *o = '\0';
-        return;
-    }
-    if (decpt <= 0) {
-        *o++ = '0';
-        *o++ = '.';
-        for (int i = 0; i < -decpt; i++) *o++ = '0';
-        memcpy(o, digits, nd);
-        o += nd;
-    } else if ((size_t)decpt >= nd) {
-        memcpy(o, digits, nd);
-        o += nd;
-        for (size_t i = nd; i < (size_t)decpt; i++) *o++ = '0';
-        *o++ = '.';
-        *o++ = '0';
-    } else {
-        memcpy(o, digits, (size_t)decpt);
-        o += decpt;
-        *o++ = '.';
-        memcpy(o, digits + decpt, nd - (size_t)decpt);
-        o += nd - (size_t)decpt;
-    }
-    *o = '\0';
-}
-
 /* Python's repr(str): single quotes unless the text has ' and no ". */
 static lmc_status repr_str(const tv_str *s, tpl_buf *b) {
     bool has_sq = memchr(s->data, '\'', s->len) != NULL;
@@ -361,7 +288,7 @@ static lmc_status repr_str(const tv_str *s, tpl_buf *b) {
 
 static lmc_status to_str_impl(tv v, tpl_buf *b, bool repr, int depth) {
     if (depth > 200) return lmc_error(LMC_ERR_LIMIT, "value nesting too deep to print");
-    char num[40];
+    char num[LMC_FLOAT_REPR_MAX];
     lmc_status st = LMC_OK;
     switch (v.type) {
     case TV_UNDEFINED:
@@ -373,7 +300,7 @@ static lmc_status to_str_impl(tv v, tpl_buf *b, bool repr, int depth) {
     case TV_INT:
         return tpl_buf_printf(b, "%lld", (long long)v.u.i);
     case TV_FLOAT:
-        tv_format_float(v.u.f, num);
+        lmc_float_repr(v.u.f, num);
         return tpl_buf_puts(b, num);
     case TV_STRING:
         if (repr) return repr_str(v.u.s, b);
@@ -491,8 +418,8 @@ static lmc_status json_str(const char *s, size_t len, bool ensure_ascii, tpl_buf
     for (size_t i = 0; i < len && st == LMC_OK;) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x80 && ensure_ascii) {
-            uint32_t cp;
-            i += tpl_utf8_decode(s, len, i, &cp);
+            int32_t cp;
+            i += lmc_utf8_decode(s + i, len - i, &cp);
             if (cp >= 0x10000) {
                 cp -= 0x10000;
                 st =
@@ -544,14 +471,14 @@ static lmc_status json_newline(const tv_json_opts *o, int level, tpl_buf *b) {
 
 /* json.dumps turns dict keys that are not strings into strings. */
 static lmc_status json_key(tv k, const tv_json_opts *o, tpl_buf *b) {
-    char num[40];
+    char num[LMC_FLOAT_REPR_MAX];
     switch (k.type) {
     case TV_STRING:
         return json_str(k.u.s->data, k.u.s->len, o->ensure_ascii, b);
     case TV_INT:
         return tpl_buf_printf(b, "\"%lld\"", (long long)k.u.i);
     case TV_FLOAT:
-        tv_format_float(k.u.f, num);
+        lmc_float_repr(k.u.f, num);
         return tpl_buf_printf(b, "\"%s\"", num);
     case TV_BOOL:
         return tpl_buf_puts(b, k.u.b ? "\"true\"" : "\"false\"");
@@ -574,7 +501,7 @@ static lmc_status to_json_impl(tv v, const tv_json_opts *o, int level, tpl_buf *
     if (level > 200) return lmc_error(LMC_ERR_LIMIT, "value nesting too deep for tojson");
     const char *item_sep = o->item_sep ? o->item_sep : (o->indent ? "," : ", ");
     const char *key_sep = o->key_sep ? o->key_sep : ": ";
-    char num[40];
+    char num[LMC_FLOAT_REPR_MAX];
     lmc_status st = LMC_OK;
     switch (v.type) {
     case TV_NONE:
@@ -586,7 +513,7 @@ static lmc_status to_json_impl(tv v, const tv_json_opts *o, int level, tpl_buf *
     case TV_FLOAT:
         if (isnan(v.u.f)) return tpl_buf_puts(b, "NaN");
         if (isinf(v.u.f)) return tpl_buf_puts(b, v.u.f < 0 ? "-Infinity" : "Infinity");
-        tv_format_float(v.u.f, num);
+        lmc_float_repr(v.u.f, num);
         return tpl_buf_puts(b, num);
     case TV_STRING:
         return json_str(v.u.s->data, v.u.s->len, o->ensure_ascii, b);
@@ -642,59 +569,4 @@ static lmc_status to_json_impl(tv v, const tv_json_opts *o, int level, tpl_buf *
 
 lmc_status tv_to_json(tv v, const tv_json_opts *opts, tpl_buf *b) {
     return to_json_impl(v, opts, 0, b);
-}
-
-/* ---- UTF-8 ------------------------------------------------------------------ */
-
-size_t tpl_utf8_decode(const char *str, size_t len, size_t i, uint32_t *cp) {
-    const unsigned char *s = (const unsigned char *)str;
-    unsigned char c = s[i];
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i + n > len) {
-        *cp = c;
-        return 1;
-    }
-    uint32_t v = n == 1 ? c : n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
-    for (size_t k = 1; k < n; k++) {
-        if ((s[i + k] & 0xc0) != 0x80) {
-            *cp = c;
-            return 1;
-        }
-        v = (v << 6) | (s[i + k] & 0x3f);
-    }
-    *cp = v;
-    return n;
-}
-
-size_t tpl_utf8_encode(uint32_t cp, char out[4]) {
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xc0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xe0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        out[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    out[0] = (char)(0xf0 | (cp >> 18));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    out[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
-size_t tpl_utf8_length(const char *s, size_t len) {
-    size_t n = 0;
-    for (size_t i = 0; i < len;) {
-        uint32_t cp;
-        i += tpl_utf8_decode(s, len, i, &cp);
-        n++;
-    }
-    return n;
 }

@@ -7,6 +7,7 @@
 #ifndef LMC_TEMPLATE_VALUE_H
 #define LMC_TEMPLATE_VALUE_H
 
+#include "base/text.h"
 #include "template/arena.h"
 
 #include <jansson.h>
@@ -119,9 +120,6 @@ lmc_status tv_to_str(tv v, tpl_buf *b);
 lmc_status tv_repr(tv v, tpl_buf *b);
 /* str(v) as a value (v itself when it is a string). */
 lmc_status tv_stringify(tpl_arena *a, tv v, size_t limit, tv *out);
-/* Python's repr(float). */
-void tv_format_float(double f, char out[40]);
-
 /* JSON data to values (deep copy). */
 lmc_status tv_from_json(tpl_arena *a, const json_t *j, tv *out);
 
@@ -136,10 +134,5 @@ typedef struct tv_json_opts {
     bool ensure_ascii;
 } tv_json_opts;
 lmc_status tv_to_json(tv v, const tv_json_opts *opts, tpl_buf *b);
-
-/* UTF-8 helpers (lenient: a bad byte counts as one character). */
-size_t tpl_utf8_decode(const char *s, size_t len, size_t i, uint32_t *cp);
-size_t tpl_utf8_encode(uint32_t cp, char out[4]);
-size_t tpl_utf8_length(const char *s, size_t len);
 
 #endif

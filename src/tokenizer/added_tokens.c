@@ -187,14 +187,14 @@ static int32_t last_char(const char *s, size_t n) {
     size_t k = n - 1;
     while (k > 0 && ((uint8_t)s[k] & 0xC0) == 0x80) k--;
     int32_t cp;
-    tok_utf8_decode(s + k, n - k, &cp);
+    lmc_utf8_decode(s + k, n - k, &cp);
     return cp;
 }
 
 static int32_t first_char(const char *s, size_t n) {
     if (!n) return -1;
     int32_t cp;
-    tok_utf8_decode(s, n, &cp);
+    lmc_utf8_decode(s, n, &cp);
     return cp;
 }
 
@@ -229,7 +229,7 @@ lmc_status tok_added_split(const tok_added *a, bool normalized_trie, const char 
                 size_t k = ns - 1;
                 while (k > 0 && ((uint8_t)s[k] & 0xC0) == 0x80) k--;
                 int32_t cp;
-                tok_utf8_decode(s + k, ns - k, &cp);
+                lmc_utf8_decode(s + k, ns - k, &cp);
                 if (!tok_is_whitespace(cp)) break;
                 ns = k;
             }
@@ -238,7 +238,7 @@ lmc_status tok_added_split(const tok_added *a, bool normalized_trie, const char 
         if (tk->rstrip) {
             while (stop < n) {
                 int32_t cp;
-                size_t cl = tok_utf8_decode(s + stop, n - stop, &cp);
+                size_t cl = lmc_utf8_decode(s + stop, n - stop, &cp);
                 if (!tok_is_whitespace(cp)) break;
                 stop += cl;
             }

@@ -266,7 +266,7 @@ static void find_meta_boundaries(tok_bpe *bpe) {
             const char *q = p - 1;
             while (q > s && ((uint8_t)*q & 0xC0) == 0x80) q--;
             int32_t cp;
-            tok_utf8_decode(q, (size_t)(p - q), &cp);
+            lmc_utf8_decode(q, (size_t)(p - q), &cp);
             if (cp == 0x2581) continue;
             bool known = false;
             for (int k = 0; k < bpe->n_meta_blockers; k++) known |= bpe->meta_blockers[k] == cp;
@@ -432,7 +432,7 @@ static lmc_status split_chars(const tok_bpe *bpe, const char *w, size_t n, tok_b
     *ns = 0;
     for (size_t i = 0; i < n;) {
         int32_t cp;
-        size_t cl = tok_utf8_decode(w + i, n - i, &cp);
+        size_t cl = lmc_utf8_decode(w + i, n - i, &cp);
         const char *key = w + i;
         size_t key_len = cl;
         if (affix) {
@@ -587,7 +587,7 @@ lmc_status tok_bpe_encode_word(const tok_bpe *bpe, const char *w, size_t n, tok_
     int32_t prev = -1;
     for (size_t i = 0; i < n;) {
         int32_t cp;
-        size_t cl = tok_utf8_decode(w + i, n - i, &cp);
+        size_t cl = lmc_utf8_decode(w + i, n - i, &cp);
         if (cp == 0x2581 && i > start && prev != 0x2581) {
             bool blocked = false;
             for (int k = 0; k < bpe->n_meta_blockers; k++) blocked |= bpe->meta_blockers[k] == prev;

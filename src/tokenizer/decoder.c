@@ -45,7 +45,7 @@ void tok_decoder_free(tok_decoder *d) {
 static lmc_status get_char(const json_t *j, const char *key, int32_t *cp) {
     const char *s = lmc_json_string(j, key, NULL, NULL);
     if (!s || !*s) return lmc_error(LMC_ERR_FORMAT, "decoder: \"%s\" must be one character", key);
-    size_t l = tok_utf8_decode(s, strlen(s), cp);
+    size_t l = lmc_utf8_decode(s, strlen(s), cp);
     if (s[l]) return lmc_error(LMC_ERR_FORMAT, "decoder: \"%s\" must be one character", key);
     return LMC_OK;
 }
@@ -143,7 +143,7 @@ static lmc_status byte_level(const tok_list *in, tok_list *out) {
         bool all = true;
         for (size_t k = 0; all && k < n;) {
             int32_t cp;
-            size_t cl = tok_utf8_decode(s + k, n - k, &cp);
+            size_t cl = lmc_utf8_decode(s + k, n - k, &cp);
             int b = tok_char_byte(cp);
             if (b < 0) {
                 all = false;
@@ -180,7 +180,7 @@ static lmc_status flush_bytes(tok_buf *bytes, size_t count, tok_list *out) {
     /* Valid UTF-8 becomes one token; otherwise one U+FFFD per byte token. */
     lmc_status st = LMC_OK;
     if (!count) return LMC_OK;
-    if (tok_utf8_valid_prefix(bytes->data, bytes->len) == bytes->len) {
+    if (lmc_utf8_valid_prefix(bytes->data, bytes->len) == bytes->len) {
         st = tok_list_push(out, bytes->data, bytes->len, -1, false);
     } else {
         for (size_t k = 0; st == LMC_OK && k < count; k++)
@@ -221,7 +221,7 @@ static lmc_status strip(const tok_decoder *d, const tok_list *in, tok_list *out)
         size_t b = 0, e = in->v[i].len;
         for (size_t k = 0; k < d->start && b < e; k++) {
             int32_t cp;
-            size_t cl = tok_utf8_decode(s + b, e - b, &cp);
+            size_t cl = lmc_utf8_decode(s + b, e - b, &cp);
             if (cp != d->ch) break;
             b += cl;
         }
@@ -229,7 +229,7 @@ static lmc_status strip(const tok_decoder *d, const tok_list *in, tok_list *out)
             size_t p = e - 1;
             while (p > b && ((uint8_t)s[p] & 0xC0) == 0x80) p--;
             int32_t cp;
-            tok_utf8_decode(s + p, e - p, &cp);
+            lmc_utf8_decode(s + p, e - p, &cp);
             if (cp != d->ch) break;
             e = p;
         }
@@ -327,7 +327,7 @@ static lmc_status decode_one(const tok_decoder *d, const tok_list *in, tok_list 
             st = tok_list_push(out, "", 0, -1, false);
             for (size_t k = 0; st == LMC_OK && k < n;) {
                 int32_t cp;
-                size_t cl = tok_utf8_decode(s + k, n - k, &cp);
+                size_t cl = lmc_utf8_decode(s + k, n - k, &cp);
                 /* Every replacement char of the first token is dropped when
                  * a prefix was prepended (metaspace.rs decode_chain). */
                 if (cp == d->ch)

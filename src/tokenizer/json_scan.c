@@ -68,10 +68,10 @@ static lmc_status scan_string(scan *c) {
                 c->i += 2;
                 continue;
             }
-            size_t ok = tok_utf8_valid_prefix(c->s + c->i, c->n - c->i < 4 ? c->n - c->i : 4);
+            size_t ok = lmc_utf8_valid_prefix(c->s + c->i, c->n - c->i < 4 ? c->n - c->i : 4);
             if (!ok) return bad(c, "invalid UTF-8 in string");
             int32_t cp;
-            c->i += tok_utf8_decode(c->s + c->i, c->n - c->i, &cp);
+            c->i += lmc_utf8_decode(c->s + c->i, c->n - c->i, &cp);
             continue;
         }
         if (ch != '\\') {
@@ -123,7 +123,7 @@ static lmc_status scan_string(scan *c) {
                 return bad(c, "lone surrogate in \\u escape");
             }
             char u[4];
-            size_t k = tok_utf8_encode(cp, u);
+            size_t k = lmc_utf8_encode(cp, u);
             if ((st = tok_buf_append(&c->str, u, k)) != LMC_OK) return st;
             run = c->i;
             continue;

@@ -142,7 +142,7 @@ static lmc_status lowercase(const char *s, size_t len, tok_buf *out) {
     lmc_status st = tok_buf_reserve(out, len + 8);
     for (size_t i = 0; st == LMC_OK && i < len;) {
         int32_t cp;
-        size_t cl = tok_utf8_decode(s + i, len - i, &cp);
+        size_t cl = lmc_utf8_decode(s + i, len - i, &cp);
         if (cp < 0x80) {
             char c = (char)(cp >= 'A' && cp <= 'Z' ? cp + 32 : cp);
             st = tok_buf_append(out, &c, 1);
@@ -150,7 +150,7 @@ static lmc_status lowercase(const char *s, size_t len, tok_buf *out) {
             st = tok_buf_append(out, "i\xCC\x87", 3);
         } else {
             char u[4];
-            st = tok_buf_append(out, u, tok_utf8_encode(utf8proc_tolower(cp), u));
+            st = tok_buf_append(out, u, lmc_utf8_encode(utf8proc_tolower(cp), u));
         }
         i += cl;
     }
@@ -161,7 +161,7 @@ static lmc_status strip(const tok_normalizer *n, const char *s, size_t len, tok_
     size_t b = 0, e = len;
     while (n->left && b < e) {
         int32_t cp;
-        size_t cl = tok_utf8_decode(s + b, e - b, &cp);
+        size_t cl = lmc_utf8_decode(s + b, e - b, &cp);
         if (!tok_is_whitespace(cp)) break;
         b += cl;
     }
@@ -169,7 +169,7 @@ static lmc_status strip(const tok_normalizer *n, const char *s, size_t len, tok_
         size_t k = e - 1;
         while (k > b && ((uint8_t)s[k] & 0xC0) == 0x80) k--;
         int32_t cp;
-        tok_utf8_decode(s + k, e - k, &cp);
+        lmc_utf8_decode(s + k, e - k, &cp);
         if (!tok_is_whitespace(cp)) break;
         e = k;
     }

@@ -74,7 +74,7 @@ static lmc_status parse_behavior(const json_t *j, split_behavior def, split_beha
 static lmc_status load_metaspace(const json_t *j, tok_pretok *p) {
     const char *rep = lmc_json_string(j, "replacement", NULL, NULL);
     if (!rep || !*rep) return lmc_error(LMC_ERR_FORMAT, "Metaspace: missing \"replacement\"");
-    p->rep_len = tok_utf8_decode(rep, strlen(rep), &p->rep_cp);
+    p->rep_len = lmc_utf8_decode(rep, strlen(rep), &p->rep_cp);
     if (rep[p->rep_len])
         return lmc_error(LMC_ERR_FORMAT, "Metaspace: replacement must be one character");
     memcpy(p->rep, rep, p->rep_len);
@@ -219,7 +219,7 @@ static lmc_status char_segments(char_class k, int32_t want, const char *s, size_
     lmc_status st;
     for (size_t i = 0; i < n;) {
         int32_t cp;
-        size_t cl = tok_utf8_decode(s + i, n - i, &cp);
+        size_t cl = lmc_utf8_decode(s + i, n - i, &cp);
         bool m = k == CHARS_NUMERIC      ? tok_is_numeric(cp)
                  : k == CHARS_PUNCT      ? tok_is_punctuation(cp)
                  : k == CHARS_WHITESPACE ? tok_is_whitespace(cp)

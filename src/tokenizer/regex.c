@@ -56,7 +56,7 @@ int tok_regex_next(const tok_regex *re, pcre2_match_data *md, const char *s, siz
         size_t p = ov[0];
         if (p >= n) return 0;
         int32_t cp;
-        from = p + tok_utf8_decode(s + p, n - p, &cp);
+        from = p + lmc_utf8_decode(s + p, n - p, &cp);
     }
     return 0;
 }

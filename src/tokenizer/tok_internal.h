@@ -9,6 +9,7 @@
 
 #include "base/base.h"
 #include "base/json.h"
+#include "base/text.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -103,12 +104,7 @@ void tok_strtab_free(tok_strtab *t);
 
 /* ---- unicode helpers (unicode.c) --------------------------------------- */
 
-/* Decodes one code point at s[0..n) (n >= 1); returns its byte length, or 1
- * with *cp = 0xFFFD for an invalid sequence. */
-size_t tok_utf8_decode(const char *s, size_t n, int32_t *cp);
-size_t tok_utf8_encode(int32_t cp, char out[4]);
-/* Length of the valid UTF-8 prefix of s. */
-size_t tok_utf8_valid_prefix(const char *s, size_t n);
+/* The UTF-8 codec is base/text.h's. */
 /* Appends s with invalid sequences replaced as Rust's String::from_utf8_lossy
  * does (one U+FFFD per maximal invalid subpart). */
 lmc_status tok_utf8_lossy_append(tok_buf *out, const char *s, size_t n);

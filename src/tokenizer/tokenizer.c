@@ -200,7 +200,7 @@ lmc_status lmc_tokenizer_encode(const lmc_tokenizer *tok, const char *text, size
     if (!tok || (!text && len))
         return lmc_error(LMC_ERR_INVALID_ARG, "lmc_tokenizer_encode: NULL argument");
     if (!text) text = "";
-    size_t valid = tok_utf8_valid_prefix(text, len);
+    size_t valid = lmc_utf8_valid_prefix(text, len);
     if (valid != len)
         return lmc_error(LMC_ERR_INVALID_ARG,
                          "tokenizer: input is not valid UTF-8 (bad byte 0x%02X at offset %zu)",

@@ -6,108 +6,13 @@
 #include <string.h>
 #include <utf8proc.h>
 
-/* Length of the valid sequence starting at s[0], 0 when invalid (the
- * well-formed table of Unicode 15, ch. 3, table 3-7). *bad_at receives how
- * many bytes belong to the maximal invalid subpart. */
-static size_t seq_len(const uint8_t *s, size_t n, size_t *bad_at) {
-    uint8_t c = s[0];
-    size_t need;
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        need = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        need = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else {
-        *bad_at = 1;
-        return 0;
-    }
-    for (size_t k = 1; k < need; k++) {
-        if (k >= n || s[k] < lo || s[k] > hi) {
-            *bad_at = k;
-            return 0;
-        }
-        lo = 0x80;
-        hi = 0xBF;
-    }
-    return need;
-}
-
-size_t tok_utf8_decode(const char *str, size_t n, int32_t *cp) {
-    const uint8_t *s = (const uint8_t *)str;
-    size_t bad = 0, len = seq_len(s, n, &bad);
-    switch (len) {
-    case 1:
-        *cp = s[0];
-        return 1;
-    case 2:
-        *cp = ((s[0] & 0x1F) << 6) | (s[1] & 0x3F);
-        return 2;
-    case 3:
-        *cp = ((s[0] & 0x0F) << 12) | ((s[1] & 0x3F) << 6) | (s[2] & 0x3F);
-        return 3;
-    case 4:
-        *cp = ((s[0] & 0x07) << 18) | ((s[1] & 0x3F) << 12) | ((s[2] & 0x3F) << 6) | (s[3] & 0x3F);
-        return 4;
-    default:
-        *cp = 0xFFFD;
-        return 1;
-    }
-}
-
-size_t tok_utf8_encode(int32_t cp, char out[4]) {
-    uint8_t *o = (uint8_t *)out;
-    if (cp < 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) cp = 0xFFFD;
-    if (cp < 0x80) {
-        o[0] = (uint8_t)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (uint8_t)(0xC0 | (cp >> 6));
-        o[1] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (uint8_t)(0xE0 | (cp >> 12));
-        o[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (uint8_t)(0xF0 | (cp >> 18));
-    o[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (uint8_t)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-size_t tok_utf8_valid_prefix(const char *str, size_t n) {
-    const uint8_t *s = (const uint8_t *)str;
-    size_t i = 0;
-    while (i < n) {
-        if (s[i] < 0x80) {
-            i++;
-            continue;
-        }
-        size_t bad = 0, len = seq_len(s + i, n - i, &bad);
-        if (!len) return i;
-        i += len;
-    }
-    return n;
-}
-
 lmc_status tok_utf8_lossy_append(tok_buf *out, const char *str, size_t n) {
     /* Rust's Utf8Chunks: each maximal invalid subpart becomes one U+FFFD. */
     const uint8_t *s = (const uint8_t *)str;
     size_t i = 0, run = 0;
     lmc_status st;
     while (i < n) {
-        size_t bad = 0, len = s[i] < 0x80 ? 1 : seq_len(s + i, n - i, &bad);
+        size_t bad = 0, len = s[i] < 0x80 ? 1 : lmc_utf8_sequence(str + i, n - i, &bad);
         if (len) {
             i += len;
             continue;
@@ -190,7 +95,7 @@ static void init_byte_tables(void) {
         bool keep = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
         int cp = keep ? b : 256 + extra++;
         char u[4];
-        byte_chars[b].n = (uint8_t)tok_utf8_encode(cp, u);
+        byte_chars[b].n = (uint8_t)lmc_utf8_encode(cp, u);
         memcpy(byte_chars[b].s, u, byte_chars[b].n);
         char_bytes[cp] = (int16_t)b;
     }
