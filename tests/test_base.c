@@ -143,13 +143,20 @@ static void test_utf8_codec(void **state) {
         assert_int_equal(cp, 0xFFFD);
     }
     size_t sub = 0;
-    assert_int_equal(lmc_utf8_sequence("\xE2\x82" "x", 3, &sub), 0);
+    assert_int_equal(lmc_utf8_sequence("\xE2\x82"
+                                       "x",
+                                       3, &sub),
+                     0);
     assert_int_equal(sub, 2); /* the maximal invalid subpart */
     assert_int_equal(lmc_utf8_encode(0x20AC, enc), 3);
     assert_memory_equal(enc, "\xE2\x82\xAC", 3);
     assert_int_equal(lmc_utf8_encode(0xD800, enc), 3);
     assert_memory_equal(enc, "\xEF\xBF\xBD", 3);
-    assert_int_equal(lmc_utf8_valid_prefix("ab\xE2\x82\xAC" "c\xFF" "d", 8), 6);
+    assert_int_equal(lmc_utf8_valid_prefix("ab\xE2\x82\xAC"
+                                           "c\xFF"
+                                           "d",
+                                           8),
+                     6);
     assert_int_equal(lmc_utf8_length("a\xE2\x82\xAC\xFF", 5), 3);
 }
 

@@ -28,8 +28,7 @@ void lmc_clear_error(void);
 void lmc_log(lmc_log_level level, const char *fmt, ...) LMC_PRINTF(2, 3);
 
 /* Allocation: NULL on failure (callers turn it into LMC_ERR_NOMEM). */
-void *lmc_alloc_aligned(size_t size);  /* 64-byte aligned, free with lmc_free_aligned */
-void *lmc_calloc_aligned(size_t size); /* zeroed */
+void *lmc_alloc_aligned(size_t size); /* 64-byte aligned, free with lmc_free_aligned */
 void lmc_free_aligned(void *ptr);
 /* Per-thread scratch, one buffer per slot: at least `bytes`, 64-byte
  * aligned, owned by the calling thread and valid until its next call for the

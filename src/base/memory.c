@@ -16,12 +16,6 @@ void *lmc_alloc_aligned(size_t size) {
     return aligned_alloc(64, rounded);
 }
 
-void *lmc_calloc_aligned(size_t size) {
-    void *p = lmc_alloc_aligned(size);
-    if (p) memset(p, 0, size);
-    return p;
-}
-
 void lmc_free_aligned(void *ptr) {
     free(ptr);
 }

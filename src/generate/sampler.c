@@ -17,7 +17,7 @@ void lmc_rng_seed(lmc_rng *r, uint64_t seed) {
     r->s[1] = splitmix(&seed);
 }
 
-double lmc_rng_uniform(lmc_rng *r) {
+static double rng_uniform(lmc_rng *r) {
     uint64_t a = r->s[0], b = r->s[1];
     r->s[0] = b;
     a ^= a << 23;
@@ -38,7 +38,7 @@ void lmc_apply_repetition_penalty(float *logits, int64_t V, const int32_t *histo
     }
 }
 
-int32_t lmc_sample_argmax(const float *logits, int64_t V) {
+static int32_t sample_argmax(const float *logits, int64_t V) {
     int64_t best = 0;
     for (int64_t i = 1; i < V; i++)
         if (logits[i] > logits[best]) best = i;
@@ -58,7 +58,7 @@ static int cmp_cand_desc(const void *a, const void *b) {
 
 int32_t lmc_sample(const float *logits, int64_t V, float temperature, int32_t top_k, float top_p,
                    float min_p, lmc_rng *rng, void *scratch) {
-    if (temperature <= 0) return lmc_sample_argmax(logits, V);
+    if (temperature <= 0) return sample_argmax(logits, V);
     cand *c = scratch;
     float m = -INFINITY;
     for (int64_t i = 0; i < V; i++) m = logits[i] > m ? logits[i] : m;
@@ -90,7 +90,7 @@ int32_t lmc_sample(const float *logits, int64_t V, float temperature, int32_t to
     }
     double total = 0;
     for (int64_t i = 0; i < n; i++) total += c[i].p;
-    double r = lmc_rng_uniform(rng) * total, acc = 0;
+    double r = rng_uniform(rng) * total, acc = 0;
     for (int64_t i = 0; i < n; i++) {
         acc += c[i].p;
         if (r < acc) return c[i].id;

@@ -9,15 +9,11 @@ typedef struct lmc_rng {
 } lmc_rng;
 
 void lmc_rng_seed(lmc_rng *r, uint64_t seed);
-/* Uniform in [0, 1). */
-double lmc_rng_uniform(lmc_rng *r);
 
 /* transformers RepetitionPenaltyLogitsProcessor: for each distinct token in
  * history, logit < 0 ? logit * penalty : logit / penalty. */
 void lmc_apply_repetition_penalty(float *logits, int64_t V, const int32_t *history, int64_t n,
                                   float penalty);
-
-int32_t lmc_sample_argmax(const float *logits, int64_t V);
 
 /* Temperature, then top-k, top-p (nucleus) and min-p filtering, then a draw.
  * scratch must hold 2*V floats' worth (indices and probabilities). */

@@ -47,7 +47,5 @@ void lmc_rmsnorm(const float *x, const lmc_tensor *w, float weight_offset, float
                  int64_t rows, int64_t n);
 /* In-place numerically stable softmax of n values. */
 void lmc_softmax(float *x, int64_t n);
-/* gate[i] = silu(gate[i]) * up[i] */
-void lmc_silu_mul(float *gate, const float *up, int64_t n);
 
 #endif

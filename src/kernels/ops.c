@@ -175,10 +175,3 @@ void lmc_softmax(float *x, int64_t n) {
     float inv = (float)(1.0 / s);
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
-
-void lmc_silu_mul(float *gate, const float *up, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float g = gate[i];
-        gate[i] = g / (1.0f + expf(-g)) * up[i];
-    }
-}

@@ -157,7 +157,7 @@ uint64_t lmc_qweight_nbytes(const lmc_qweight *w) {
 
 /* ---- CPU dispatch ----------------------------------------------------------- */
 
-bool quant_use_avx2(void) {
+static bool quant_use_avx2(void) {
     return lmc_kernels() != lmc_kernels_generic() && lmc_cpu_has_avx2_fma_f16c();
 }
 
@@ -526,6 +526,16 @@ void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float 
     qmatmul_exact(w, r0, r1, x, T, y, ldy);
 }
 
+/* The order the T = 1 AVX2 kernel for `bits` reads x in: within each block of
+ * QUANT_PERM_BLOCK columns, xp[b + j] = x[b + perm[j]]. NULL = natural order. */
+static const int *x_permutation(int bits, bool avx2) {
+    /* quant_matvec_avx2 for 4 bits widens 8 bytes to 32-bit lanes and splits
+     * them into low nibbles (even columns) and high nibbles (odd columns). */
+    static const int perm4[QUANT_PERM_BLOCK] = {0, 2, 4, 6, 8, 10, 12, 14,
+                                                1, 3, 5, 7, 9, 11, 13, 15};
+    return avx2 && bits == 4 ? perm4 : NULL;
+}
+
 static void qmatmul_exact(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int64_t T,
                           float *y, int64_t ldy) {
     qjob j = {
@@ -540,7 +550,7 @@ static void qmatmul_exact(const lmc_qweight *w, int64_t r0, int64_t r1, const fl
      * permuted order, the permuted copy. Falls back to a token-at-a-time
      * pass through the tile path if the scratch cannot be allocated. */
     const int64_t cols = w->cols, ng = quant_groups(w);
-    const int *perm = quant_x_permutation(w->bits, j.avx2);
+    const int *perm = x_permutation(w->bits, j.avx2);
     float *scratch = lmc_alloc_aligned(sizeof(float) * (size_t)(ng + (perm ? cols : 0)));
     if (!scratch) {
         j.T = 1;
@@ -563,12 +573,4 @@ static void qmatmul_exact(const lmc_qweight *w, int64_t r0, int64_t r1, const fl
 
 void lmc_qmatmul(const lmc_qweight *w, const float *x, int64_t T, float *y) {
     lmc_qmatmul_rows(w, 0, w->rows, x, T, y, w->rows);
-}
-
-const int *quant_x_permutation(int bits, bool avx2) {
-    /* quant_matvec_avx2 for 4 bits widens 8 bytes to 32-bit lanes and splits
-     * them into low nibbles (even columns) and high nibbles (odd columns). */
-    static const int perm4[QUANT_PERM_BLOCK] = {0, 2, 4, 6, 8, 10, 12, 14,
-                                                1, 3, 5, 7, 9, 11, 13, 15};
-    return avx2 && bits == 4 ? perm4 : NULL;
 }

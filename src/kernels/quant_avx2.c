@@ -6,7 +6,7 @@
  * - 8 bits: vpmovzxbd of 8 bytes.
  * - 4 bits (one-token kernel): vpmovzxbd of 8 bytes, then (b & 15) holds
  *   columns 0,2,..,14 and (b >> 4) columns 1,3,..,15 of each block of 16; the
- *   caller permutes x the same way (quant_x_permutation), once per call.
+ *   caller permutes x the same way (quant.c's x_permutation), once per call.
  * - any bits (2..6; used for 2, 3, 5, 6 and for 4 in natural order): for 8
  *   consecutive values, vpshufb brings the two bytes that hold value j
  *   (bit offset bits*j) into lane j, vpsrlvd shifts by (bits*j) & 7, vpand
@@ -116,7 +116,7 @@ static inline __m256 u8x8_to_ps(const uint8_t *p) {
 #define SEG_GROUPS 64 /* scales converted per segment of a row */
 
 /* sum over groups [j0, j0+n) of s_j * dot(q_j, x_j) for one row, 4 bits,
- * x permuted (quant_x_permutation): vpmovzxbd widens 8 bytes (16 values) to
+ * x permuted (quant.c's x_permutation): vpmovzxbd widens 8 bytes (16 values) to
  * 32-bit lanes; the low nibbles are the even columns, the high nibbles (no
  * mask needed after the shift) the odd ones. */
 static inline __m256 row_groups_q4(const uint8_t *p, const float *xp, const float *sc, int n,

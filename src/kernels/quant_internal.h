@@ -42,8 +42,8 @@ static inline int64_t quant_groups(const lmc_qweight *w) {
     return w->cols / w->group_size;
 }
 
-/* ---- AVX2 kernels (quant_avx2.c); call only when quant_use_avx2() ---- */
-bool quant_use_avx2(void);
+/* ---- AVX2 kernels (quant_avx2.c); quant.c calls them only when the AVX2
+ * kernel table is selected and the CPU has AVX2, FMA and F16C ---- */
 
 /* Matvec (one token) over rows [r0, r1): y[r - r0]. x is permuted as
  * quant_x_permutation(bits) says (xp), gsum holds the per-group sums of x. */
@@ -86,9 +86,8 @@ static inline bool quant_fast_bits(int bits) {
 void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
                           float *y);
 
-/* The order the T = 1 AVX2 kernel for `bits` reads x in: within each block of
- * QUANT_PERM_BLOCK columns, xp[b + j] = x[b + perm[j]]. NULL = natural order. */
+/* The T = 1 AVX2 kernels read x permuted within each block of
+ * QUANT_PERM_BLOCK columns (quant.c's x_permutation says how). */
 #define QUANT_PERM_BLOCK 16
-const int *quant_x_permutation(int bits, bool avx2);
 
 #endif

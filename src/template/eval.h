@@ -70,6 +70,8 @@ tv tpl_arg(const tpl_args *a, size_t i, const char *name, tv def);
 bool tpl_has_arg(const tpl_args *a, size_t i, const char *name);
 lmc_status tpl_check_args(const tpl_args *a, const char *fn, size_t max_pos,
                           const char *const *kw_allowed);
+/* LMC_OK when v is a string, else fn()'s TypeError (or v's undefined error). */
+lmc_status tpl_need_str(tv v, const char *fn);
 
 /* Values. */
 lmc_status tpl_str(tpl_ctx *c, const char *s, size_t len, tv *out);
@@ -102,6 +104,8 @@ lmc_status tpl_str_case(tpl_ctx *c, tv s, int mode,
                         tv *out); /* 0 lower 1 upper 2 capitalize 3 str.title */
 lmc_status tpl_str_replace(tpl_ctx *c, tv s, tv old, tv rep, int64_t count, tv *out);
 bool tpl_str_contains(tv hay, tv needle);
+/* s.name(*a) for the str methods (strings.c). */
+lmc_status tpl_str_method(tpl_ctx *c, tv s, const char *name, const tpl_args *a, tv *out);
 
 /* Operators (operators.c). */
 lmc_status tpl_binary(tpl_ctx *c, const node *at, bin_op op, tv a, tv b, tv *out);

@@ -337,9 +337,6 @@ static lmc_status to_str_impl(tv v, tpl_buf *b, bool repr, int depth) {
 lmc_status tv_to_str(tv v, tpl_buf *b) {
     return to_str_impl(v, b, false, 0);
 }
-lmc_status tv_repr(tv v, tpl_buf *b) {
-    return to_str_impl(v, b, true, 0);
-}
 
 lmc_status tv_stringify(tpl_arena *a, tv v, size_t limit, tv *out) {
     if (v.type == TV_STRING) {

@@ -115,9 +115,8 @@ bool tv_is_number(tv v);        /* int, float or bool */
 double tv_as_double(tv v);
 bool tv_is_str(tv v, const char *s);
 
-/* str(v) and repr(v) appended to b. str of Undefined is "". */
+/* str(v) appended to b. str of Undefined is "". */
 lmc_status tv_to_str(tv v, tpl_buf *b);
-lmc_status tv_repr(tv v, tpl_buf *b);
 /* str(v) as a value (v itself when it is a string). */
 lmc_status tv_stringify(tpl_arena *a, tv v, size_t limit, tv *out);
 /* JSON data to values (deep copy). */

@@ -63,8 +63,6 @@ void lmc_safetensors_writer_remove_last(lmc_safetensors_writer *w, size_t n);
 /* Sets a __metadata__ string entry. */
 lmc_status lmc_safetensors_writer_set_metadata(lmc_safetensors_writer *w, const char *key,
                                                const char *value);
-/* Bytes the file will hold. */
-uint64_t lmc_safetensors_writer_size(const lmc_safetensors_writer *w);
 lmc_status lmc_safetensors_writer_write(lmc_safetensors_writer *w, const char *path);
 
 #endif

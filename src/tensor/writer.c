@@ -123,12 +123,6 @@ static char *build_header(lmc_safetensors_writer *w, size_t *len) {
     return h;
 }
 
-uint64_t lmc_safetensors_writer_size(const lmc_safetensors_writer *w) {
-    uint64_t total = 0;
-    for (size_t i = 0; i < w->n; i++) total += w->entries[i].nbytes;
-    return total;
-}
-
 lmc_status lmc_safetensors_writer_write(lmc_safetensors_writer *w, const char *path) {
     size_t hlen = 0;
     char *header = build_header(w, &hlen);
