@@ -49,6 +49,33 @@ typedef struct cv_job {
     void *user_data;
 } cv_job;
 
+/* What a conversion will do: the input, its tensors, the output items. */
+typedef struct cv_plan {
+    const lmc_convert_params *p;
+    lmc_model_config cfg; /* the input config.json */
+    const json_t *in_quant;
+    lmc_weights w;
+    bool weights_open;
+    cv_tensor *t; /* sorted by name (strcmp) */
+    size_t n_t;
+    cv_item *items;
+    size_t n_items, cap_items;
+    int bits, group;
+    bool has_target;
+    lmc_dtype target;
+    /* mixed_* recipes (mlx_lm/convert.py mixed_quant_predicate_builder) */
+    int low_bits, high_bits, layer_location;
+    int64_t num_layers;
+} cv_plan;
+
+/* convert_plan.c: the tensors as mlx-lm names them (experts stacked), then
+ * what each becomes (cast, quantize, dequantize), sorted by name, in shards
+ * of at most shard_bytes; returns the shard count in *n_shards. */
+lmc_status cv_build_tensors(cv_plan *pl);
+lmc_status cv_plan_items(cv_plan *pl, uint64_t shard_bytes, int *n_shards);
+/* convert_config.c: config.json as mlx_lm's save_config writes it. */
+lmc_status cv_write_config(const cv_plan *pl, const char *dir);
+
 int cv_natural_cmp(const char *a, const char *b);
 /* Produces every shard, the index and the progress calls into job->tmp_dir. */
 lmc_status cv_write_shards(cv_job *job);

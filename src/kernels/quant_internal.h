@@ -42,11 +42,24 @@ static inline int64_t quant_groups(const lmc_qweight *w) {
     return w->cols / w->group_size;
 }
 
+/* ---- generic C kernels (quant_generic.c) ---- */
+
+/* q of columns [c0, c0 + n) of a packed row; c0 and n multiples of 32. */
+void quant_unpack_range(const uint32_t *row, int bits, int64_t c0, int64_t n, uint8_t *q);
+/* Columns [c0, c0 + nc) of `row`, dequantized (scale*q + bias, no FMA). */
+void quant_dequant_range(const lmc_qweight *w, int64_t row, int64_t c0, int64_t nc, float *out);
+/* Matvec over rows [r0, r1) in natural column order; gsum: group sums of x. */
+void quant_matvec_generic(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x,
+                          const float *gsum, float *y);
+/* y[t*ldy + i] += dot(buf[i*nc ...], x[t*ldx + ...]) for i < nr, t < T. */
+void quant_dense_tile_generic(const float *buf, int nr, int64_t nc, const float *x, int64_t ldx,
+                              int64_t T, float *y, int64_t ldy);
+
 /* ---- AVX2 kernels (quant_avx2.c); quant.c calls them only when the AVX2
  * kernel table is selected and the CPU has AVX2, FMA and F16C ---- */
 
 /* Matvec (one token) over rows [r0, r1): y[r - r0]. x is permuted as
- * quant_x_permutation(bits) says (xp), gsum holds the per-group sums of x. */
+ * quant.c's x_permutation(bits) says (xp), gsum holds the per-group sums of x. */
 void quant_matvec_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const float *xp,
                        const float *gsum, float *y);
 /* Dequantizes rows [r0, r0+nr) x columns [c0, c0+nc) into buf[i*nc + c]
@@ -83,6 +96,9 @@ static inline bool quant_fast_bits(int bits) {
 }
 
 /* Integer matvec over rows [r0, r1) for one quantized token: y[r - r0]. */
+/* Integer matvec, generic C (quant_generic.c), natural column order. */
+void quant_matvec_q8_generic(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
+                             float *y);
 void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
                           float *y);
 

@@ -303,7 +303,8 @@ lmc_status tpl_str_method(tpl_ctx *c, tv s, const char *name, const tpl_args *a,
     if (!strcmp(name, "replace")) {
         tv o = tpl_arg(a, 0, NULL, none), r = tpl_arg(a, 1, NULL, none),
            n = tpl_arg(a, 2, "count", tv_int(-1));
-        if ((st = tpl_need_str(o, "replace")) != LMC_OK || (st = tpl_need_str(r, "replace")) != LMC_OK)
+        if ((st = tpl_need_str(o, "replace")) != LMC_OK ||
+            (st = tpl_need_str(r, "replace")) != LMC_OK)
             return st;
         return tpl_str_replace(c, s, o, r, n.type == TV_INT ? n.u.i : -1, out);
     }
