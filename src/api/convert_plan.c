@@ -328,7 +328,6 @@ static int assign_shards(cv_item *items, size_t n, uint64_t limit) {
     return shard + 1;
 }
 
-
 lmc_status cv_plan_items(cv_plan *pl, uint64_t shard_bytes, int *n_shards) {
     lmc_status st = plan_items(pl);
     if (st != LMC_OK) return st;

@@ -53,7 +53,6 @@ void quant_dequant_range(const lmc_qweight *w, int64_t row, int64_t c0, int64_t 
     }
 }
 
-
 /* ---- generic kernels ----------------------------------------------------------- */
 
 static float dot_u8_f32(const uint8_t *q, const float *x, int n) {
@@ -64,7 +63,7 @@ static float dot_u8_f32(const uint8_t *q, const float *x, int n) {
 }
 
 void quant_matvec_generic(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x,
-                           const float *gsum, float *y) {
+                          const float *gsum, float *y) {
     uint8_t q[128];
     const int g = w->group_size;
     const int64_t ng = quant_groups(w), words = quant_row_words(w);
@@ -85,7 +84,7 @@ void quant_matvec_generic(const lmc_qweight *w, int64_t r0, int64_t r1, const fl
 /* Integer path, generic: per block, an int32 dot of q and the quantized x;
  * natural column order. */
 void quant_matvec_q8_generic(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
-                              float *y) {
+                             float *y) {
     uint8_t q[128];
     const int g = w->group_size;
     const int64_t ng = quant_groups(w), words = quant_row_words(w);
@@ -113,7 +112,7 @@ void quant_matvec_q8_generic(const lmc_qweight *w, int64_t r0, int64_t r1, const
 }
 
 void quant_dense_tile_generic(const float *buf, int nr, int64_t nc, const float *x, int64_t ldx,
-                               int64_t T, float *y, int64_t ldy) {
+                              int64_t T, float *y, int64_t ldy) {
     for (int64_t t = 0; t < T; t++) {
         const float *xt = x + t * ldx;
         for (int i = 0; i < nr; i++) {
