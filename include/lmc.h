@@ -132,6 +132,13 @@ LMC_API void lmc_session_free(lmc_session *session);
 LMC_API void lmc_session_reset(lmc_session *session);
 /* Number of tokens held in the cache. */
 LMC_API int32_t lmc_session_position(const lmc_session *session);
+/* The tokens the cache holds, in order (lmc_session_position of them);
+ * owned by the session, valid until its next change. */
+LMC_API const int32_t *lmc_session_tokens(const lmc_session *session);
+/* Keeps only the first n tokens. LMC_ERR_UNSUPPORTED when the cache cannot
+ * go back to n (a rotating sliding-window layer has already overwritten a
+ * key that position n still needs, or a longrope model); then reset it. */
+LMC_API lmc_status lmc_session_truncate(lmc_session *session, int32_t n);
 
 /* Runs tokens[0..n) after what the session holds, in one batch, appending
  * them to the KV cache. logits_out (may be NULL) receives float32 logits:
@@ -140,44 +147,147 @@ LMC_API int32_t lmc_session_position(const lmc_session *session);
 LMC_API lmc_status lmc_session_forward(lmc_session *session, const int32_t *tokens, int32_t n,
                                        int all_positions, float *logits_out);
 
+/* Prompt cache files (mlx-lm's save_prompt_cache / load_prompt_cache): the
+ * session's tokens and keys/values, in a versioned binary format tied to the
+ * model (architecture, shapes and a fingerprint of the weights). Save writes
+ * path.tmp-PID and renames it, so a failure leaves no file behind. Load
+ * replaces what the session holds; a file of another model, another format
+ * version, a truncated or corrupt file, or more tokens than the session's
+ * capacity is refused (LMC_ERR_FORMAT, LMC_ERR_UNSUPPORTED, LMC_ERR_RANGE)
+ * and leaves the session empty. */
+LMC_API lmc_status lmc_session_save(const lmc_session *session, const char *path);
+LMC_API lmc_status lmc_session_load(lmc_session *session, const char *path);
+
 /* ---- generation ---------------------------------------------------------- */
 
+/* Logit processors and samplers are interfaces: a function and its state.
+ * A processor changes logits[0..vocab_size) in place; tokens[0..n_tokens)
+ * are the prompt and the tokens generated so far (the first n_prompt are the
+ * prompt). A sampler picks the next token. Built-ins and user code implement
+ * the same types. A non-LMC_OK status ends generation with that status. */
+typedef struct lmc_logits_processor {
+    lmc_status (*apply)(void *state, float *logits, int32_t vocab_size, const int32_t *tokens,
+                        int32_t n_tokens, int32_t n_prompt);
+    void *state;
+} lmc_logits_processor;
+
+typedef struct lmc_sampler {
+    lmc_status (*sample)(void *state, const float *logits, int32_t vocab_size, int32_t *token);
+    void *state;
+} lmc_sampler;
+
+typedef struct lmc_logit_bias {
+    int32_t token;
+    float bias; /* added to the token's logit */
+} lmc_logit_bias;
+
+/* Generation parameters. Each step runs, in this order (mlx-lm's
+ * make_logits_processors, then transformers' warpers):
+ *   1. logit_bias                 logits[t] += bias
+ *   2. repetition_penalty         transformers' RepetitionPenaltyLogitsProcessor
+ *                                 over the last repetition_context tokens
+ *   3. presence_penalty           logits[t] -= p for each distinct t of the last
+ *                                 presence_context tokens (mlx-lm)
+ *   4. frequency_penalty          logits[t] -= p * count(t) over the last
+ *                                 frequency_context tokens (mlx-lm)
+ *   5. processors[0..n_processors) (yours)
+ *   6. sampler, or the built-in one: temperature 0 = argmax (lowest id on
+ *      ties); else softmax(logits / temperature), then top_k, top_p (the
+ *      smallest set of most likely tokens whose probability reaches top_p),
+ *      min_p (drop tokens below min_p times the most likely one), and a draw
+ *      from what is left, from a generator seeded with seed: the same seed
+ *      gives the same tokens on every run and at every thread count.
+ * Stops, checked after each token: an EOS id (the model's eos_token_id of
+ * config.json and generation_config.json, eos_tokens, and ids of
+ * eos_strings that are single tokens; not emitted), a stop string matched
+ * on the generated text (the text up to it is emitted, the stop string and
+ * what follows are not; text that could begin a stop string is held back
+ * until it cannot), max_tokens, the session's capacity, or the callback. */
 typedef struct lmc_generate_params {
     int32_t max_tokens;         /* tokens to generate (default 256) */
     float temperature;          /* 0 = greedy (default 0.8) */
     int32_t top_k;              /* 0 = off */
     float top_p;                /* 1 = off */
     float min_p;                /* 0 = off */
-    float repetition_penalty;   /* 1 = off; as transformers' RepetitionPenaltyLogitsProcessor */
-    int32_t repetition_context; /* how many recent tokens the penalty sees (default 64) */
-    uint64_t seed;              /* sampling seed */
-    int ignore_eos;             /* keep going after an end-of-sequence token */
+    float repetition_penalty;   /* 1 = off; > 0 */
+    int32_t repetition_context; /* tokens the penalty sees (default 64) */
+    float presence_penalty;     /* 0 = off */
+    int32_t presence_context;   /* default 20, as mlx-lm */
+    float frequency_penalty;    /* 0 = off */
+    int32_t frequency_context;  /* default 20, as mlx-lm */
+    const lmc_logit_bias *logit_bias;
+    int32_t n_logit_bias;
+    uint64_t seed;             /* sampling seed */
+    int ignore_eos;            /* keep going after an end-of-sequence token */
+    const int32_t *eos_tokens; /* extra EOS ids */
+    int32_t n_eos_tokens;
+    const char *const *eos_strings; /* extra EOS token texts, e.g. "<|im_end|>" */
+    int32_t n_eos_strings;
+    const char *const *stop; /* stop strings (need a tokenizer) */
+    int32_t n_stop;
+    int32_t prefill_step; /* prompt tokens per forward batch (default 512) */
+    const lmc_logits_processor *processors;
+    int32_t n_processors;
+    const lmc_sampler *sampler; /* NULL = the built-in sampler */
 } lmc_generate_params;
 
 LMC_API void lmc_generate_params_default(lmc_generate_params *p);
 
-/* Called with each generated token; return non-zero to stop. */
-typedef int (*lmc_token_fn)(int32_t token, void *user_data);
+/* Called with each generated token and the text it completes (UTF-8, maybe
+ * empty, NULL without a tokenizer; valid during the call); return non-zero
+ * to stop. */
+typedef int (*lmc_token_fn)(int32_t token, const char *text, size_t len, void *user_data);
+
+typedef enum lmc_stop_reason {
+    LMC_STOP_LENGTH = 0, /* max_tokens or the session's capacity */
+    LMC_STOP_EOS,
+    LMC_STOP_STRING,
+    LMC_STOP_CALLBACK,
+} lmc_stop_reason;
 
 typedef struct lmc_generate_stats {
-    int32_t prompt_tokens;
-    int32_t generated_tokens;
-    double prompt_seconds;   /* prefill time */
-    double generate_seconds; /* decode time, first token after prefill to the end */
-    int stopped_by_eos;
-    int stopped_by_callback;
+    int32_t prompt_tokens;      /* the prompt's length */
+    int32_t cached_tokens;      /* of them, reused from the session (prompt cache) */
+    int32_t prefill_tokens;     /* of them, computed: prompt_tokens - cached_tokens */
+    int32_t generated_tokens;   /* tokens sampled (an EOS that stopped is not counted) */
+    double prompt_seconds;      /* prefill time */
+    double prompt_tps;          /* prefill_tokens / prompt_seconds */
+    double generate_seconds;    /* first token to the end */
+    double generate_tps;        /* (generated_tokens - 1) / generate_seconds */
+    double first_token_seconds; /* start of the call to the first token */
+    uint64_t peak_memory_bytes; /* the process's peak resident memory */
 } lmc_generate_stats;
 
-/* Prefills prompt[0..n) in one batch after what the session holds, then
- * samples up to params->max_tokens tokens, calling cb for each. stats may
- * be NULL. A stop from the callback is not an error. */
-LMC_API lmc_status lmc_generate(lmc_session *session, const int32_t *prompt, int32_t n,
-                                const lmc_generate_params *params, lmc_token_fn cb, void *user_data,
-                                lmc_generate_stats *stats);
+/* What a generation produced; lmc_generate_result_clear frees its parts. */
+typedef struct lmc_generate_result {
+    int32_t *tokens; /* generated tokens */
+    int32_t n_tokens;
+    char *text; /* their text (empty without a tokenizer), NUL-terminated */
+    size_t text_len;
+    lmc_stop_reason stop_reason;
+    lmc_generate_stats stats;
+} lmc_generate_result;
 
-/* ---- tokenizer --------------------------------------------------------- */
+LMC_API void lmc_generate_result_clear(lmc_generate_result *result);
 
 typedef struct lmc_tokenizer lmc_tokenizer;
+
+/* Continues the token sequence prompt[0..n): the session is a prompt cache,
+ * so the longest common prefix of what it holds and prompt is kept and only
+ * the rest is computed (at least the last prompt token; all of it when the
+ * cache cannot go back, see lmc_session_truncate). Then samples up to
+ * params->max_tokens tokens, calling cb (may be NULL) for each. tok (may be
+ * NULL) gives text, stop strings and eos_strings. result (may be NULL) is
+ * filled even on failure (what was generated until then); clear it with
+ * lmc_generate_result_clear. A stop is not an error. A prompt that does not
+ * fit the session is LMC_ERR_RANGE; bad parameters (NaN, negative
+ * penalties, top_p outside (0, 1], ...) are LMC_ERR_INVALID_ARG naming the
+ * field. params NULL = defaults. */
+LMC_API lmc_status lmc_generate(lmc_session *session, const lmc_tokenizer *tok,
+                                const int32_t *prompt, int32_t n, const lmc_generate_params *params,
+                                lmc_token_fn cb, void *user_data, lmc_generate_result *result);
+
+/* ---- tokenizer --------------------------------------------------------- */
 
 /* Loads dir/tokenizer.json (a BPE model; WordLevel, WordPiece and Unigram
  * give LMC_ERR_UNSUPPORTED). Encoding follows tokenizer.json exactly as
@@ -242,6 +352,147 @@ LMC_API void lmc_detokenizer_free(lmc_detokenizer *d);
 LMC_API lmc_status lmc_chat_template_render(const char *dir, const char *messages_json,
                                             int add_generation_prompt, const char *extra_vars_json,
                                             char **out, size_t *len);
+
+/* ---- registry: named models ---------------------------------------------- */
+
+typedef enum lmc_model_kind {
+    LMC_MODEL_LLM = 0, /* text in, text out */
+    LMC_MODEL_VLM = 1, /* images and text in, text out */
+} lmc_model_kind;
+
+/* A named preset (mlx-swift-examples' ModelConfiguration). */
+typedef struct lmc_model_preset {
+    const char *name;             /* short name, e.g. "llama3.2:1b" */
+    const char *hub_id;           /* e.g. "mlx-community/Llama-3.2-1B-Instruct-4bit", or a folder */
+    const char *default_prompt;   /* may be NULL */
+    const char *const *extra_eos; /* EOS token texts beyond the model's own; NULL-terminated,
+                                     may be NULL */
+    lmc_model_kind kind;
+} lmc_model_preset;
+
+/* Adds a preset (everything is copied), or replaces the one of the same
+ * name. Thread-safe; presets are never removed, so what lmc_registry_get
+ * and lmc_registry_find return stays valid until the process ends. */
+LMC_API lmc_status lmc_registry_add(const lmc_model_preset *preset);
+/* Number of presets (built-in ones first, then those added, in order). */
+LMC_API int32_t lmc_registry_count(void);
+/* The i-th preset, or NULL when i is out of range. */
+LMC_API const lmc_model_preset *lmc_registry_get(int32_t i);
+/* The preset whose name or hub_id is name (hub ids ignore case), or NULL. */
+LMC_API const lmc_model_preset *lmc_registry_find(const char *name);
+
+/* ---- factories and the model container ------------------------------------ */
+
+/* Load progress: stage is "resolve", "config", "weights", "tokenizer",
+ * "template" or "done"; fraction in [0, 1]. Return non-zero to cancel (the
+ * load fails with LMC_ERR_STOPPED). */
+typedef int (*lmc_load_progress_fn)(const char *stage, double fraction, void *user_data);
+
+typedef struct lmc_load_options {
+    lmc_load_progress_fn progress; /* may be NULL */
+    void *user_data;
+    int32_t max_kv_tokens; /* capacity of the container's KV cache; 0 = the model's context */
+} lmc_load_options;
+
+/* Where a model is, from a spec: an existing folder; else a registry name
+ * or hub id, looked up in the local Hugging Face cache ($HF_HUB_CACHE, else
+ * $HF_HOME/hub, else ~/.cache/huggingface/hub; models--ORG--NAME/snapshots/
+ * REV with REV from refs/main). *dir is freed with lmc_free. When it is
+ * nowhere, LMC_ERR_NOT_FOUND and the message lists every place looked. */
+LMC_API lmc_status lmc_model_locate(const char *spec, char **dir);
+
+/* A loaded model with its tokenizer, chat template, configuration and a KV
+ * cache (the prompt cache of its conversation), behind a lock. */
+typedef struct lmc_container lmc_container;
+/* What lmc_container_perform hands to its function: exclusive access to
+ * the container's parts until the function returns. */
+typedef struct lmc_context lmc_context;
+
+/* The LLM factory: loads a text model from a folder, a registry name or a
+ * hub id in the local cache. A VLM's folder gives LMC_ERR_UNSUPPORTED. The
+ * tokenizer (tokenizer.json) is optional; without it only token input works.
+ * options may be NULL. *out is freed with lmc_container_free. */
+LMC_API lmc_status lmc_llm_load(const char *spec, const lmc_load_options *options,
+                                lmc_container **out);
+/* The VLM factory: the same calls for vision-language models (PaliGemma).
+ * Until vision lands: LMC_ERR_UNSUPPORTED, "vision-language models are not
+ * supported yet". */
+LMC_API lmc_status lmc_vlm_load(const char *spec, const lmc_load_options *options,
+                                lmc_container **out);
+/* Waits for a running perform to end, then frees everything. */
+LMC_API void lmc_container_free(lmc_container *container);
+
+/* Runs fn(context, user_data) holding the container's lock: a whole request
+ * (prepare, generate, read the cache) is one transaction even when many
+ * threads share the container; calls from other threads wait their turn.
+ * Returns what fn returns. fn must not call perform on the same container.
+ *
+ * Thread safety without the container: lmc_model, once loaded, and
+ * lmc_tokenizer are read-only and may be used from any number of threads;
+ * an lmc_session, lmc_detokenizer or lmc_context is used by one thread at a
+ * time; the registry is thread-safe; lmc_set_num_threads and lmc_set_exact
+ * are process-wide (see above). */
+typedef lmc_status (*lmc_perform_fn)(lmc_context *context, void *user_data);
+LMC_API lmc_status lmc_container_perform(lmc_container *container, lmc_perform_fn fn,
+                                         void *user_data);
+
+/* The context's parts, owned by the container. The tokenizer is NULL when
+ * the folder has none; the session is the container's KV cache. */
+LMC_API lmc_model *lmc_context_model(lmc_context *context);
+LMC_API const lmc_tokenizer *lmc_context_tokenizer(lmc_context *context);
+LMC_API lmc_session *lmc_context_session(lmc_context *context);
+LMC_API const lmc_model_preset *lmc_context_preset(lmc_context *context); /* NULL when none */
+LMC_API const char *lmc_context_dir(lmc_context *context);
+
+/* ---- user input -> model input -> generate --------------------------------- */
+
+typedef struct lmc_message {
+    const char *role;          /* "system", "user", "assistant", "tool" */
+    const char *content;       /* UTF-8 text */
+    const char *const *images; /* image file paths (VLMs), n_images of them */
+    int32_t n_images;
+} lmc_message;
+
+/* What a user gives: exactly one of prompt, messages or tokens. A prompt is
+ * one user message (after system, if given) and goes through the chat
+ * template when the model has one and no_template is 0; otherwise it is
+ * encoded as text with the tokenizer's special tokens (BOS) added. Chat
+ * messages are rendered by the template (add_generation_prompt), then
+ * encoded without adding special tokens, as transformers'
+ * apply_chat_template(tokenize=True) does. */
+typedef struct lmc_user_input {
+    const char *prompt;
+    const char *system; /* with prompt: a system message first; may be NULL */
+    const lmc_message *messages;
+    int32_t n_messages;
+    const int32_t *tokens;
+    int32_t n_tokens;
+    const char *tools_json;      /* a JSON array of tool schemas, or NULL */
+    const char *extra_vars_json; /* a JSON object of more template variables, or NULL */
+    int no_template;
+    int continue_final_message; /* no generation prompt: the last message is continued */
+} lmc_user_input;
+
+typedef struct lmc_model_input {
+    int32_t *tokens; /* freed by lmc_model_input_clear */
+    int32_t n_tokens;
+    char *rendered; /* the template's text, NULL when no template was used */
+} lmc_model_input;
+
+/* The processor: user input -> model input (token ids; pixel data once
+ * vision lands). Errors: LMC_ERR_INVALID_ARG (none or several of prompt,
+ * messages, tokens; text input without a tokenizer; images for an LLM;
+ * bad JSON), template errors as lmc_chat_template_render. */
+LMC_API lmc_status lmc_context_prepare(lmc_context *context, const lmc_user_input *input,
+                                       lmc_model_input *out);
+LMC_API void lmc_model_input_clear(lmc_model_input *input);
+
+/* lmc_context_prepare + lmc_generate on the context's session (its prompt cache: a
+ * conversation re-sent with one more turn computes only the new tokens) and
+ * tokenizer, with the preset's extra EOS tokens added to params'. */
+LMC_API lmc_status lmc_context_generate(lmc_context *context, const lmc_user_input *input,
+                                        const lmc_generate_params *params, lmc_token_fn cb,
+                                        void *user_data, lmc_generate_result *result);
 
 /* ---- convert (mlx_lm.convert) ------------------------------------------ */
 

@@ -92,17 +92,27 @@ static void test_null_arguments(void **state) {
     lmc_generate_params p;
     lmc_generate_params_default(&p);
     p.max_tokens = 2;
-    BI_EXPECT(lmc_generate(NULL, t, 1, &p, NULL, NULL, NULL), LMC_ERR_INVALID_ARG, "lmc_generate");
-    BI_EXPECT(lmc_generate(s, NULL, 1, &p, NULL, NULL, NULL), LMC_ERR_INVALID_ARG, "lmc_generate");
-    BI_EXPECT(lmc_generate(s, t, 0, &p, NULL, NULL, NULL), LMC_ERR_INVALID_ARG, "lmc_generate");
+    BI_EXPECT(lmc_generate(NULL, NULL, t, 1, &p, NULL, NULL, NULL), LMC_ERR_INVALID_ARG,
+              "lmc_generate");
+    BI_EXPECT(lmc_generate(s, NULL, NULL, 1, &p, NULL, NULL, NULL), LMC_ERR_INVALID_ARG,
+              "lmc_generate");
+    BI_EXPECT(lmc_generate(s, NULL, t, 0, &p, NULL, NULL, NULL), LMC_ERR_INVALID_ARG,
+              "lmc_generate");
     int32_t bad[2] = {1, 999};
-    BI_EXPECT(lmc_generate(s, bad, 2, &p, NULL, NULL, NULL), LMC_ERR_RANGE, "token id 999");
+    BI_EXPECT(lmc_generate(s, NULL, bad, 2, &p, NULL, NULL, NULL), LMC_ERR_RANGE, "token id 999");
     assert_int_equal(lmc_session_position(s), 0);
-    /* Generation that outgrows the session stops with a range error. */
+    /* Generation that reaches the session's capacity stops there ("length"). */
     p.max_tokens = 20;
     p.temperature = 0;
     p.ignore_eos = 1;
-    BI_EXPECT(lmc_generate(s, t, 1, &p, NULL, NULL, NULL), LMC_ERR_RANGE, "context of 8");
+    lmc_generate_result r;
+    assert_int_equal(lmc_generate(s, NULL, t, 1, &p, NULL, NULL, &r), LMC_OK);
+    assert_int_equal(r.stop_reason, LMC_STOP_LENGTH);
+    assert_int_equal(r.n_tokens, 8);
+    assert_int_equal(lmc_session_position(s), 8);
+    lmc_generate_result_clear(&r);
+    int32_t nine[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    BI_EXPECT(lmc_generate(s, NULL, nine, 9, &p, NULL, NULL, NULL), LMC_ERR_RANGE, "context of 8");
     lmc_session_free(s);
     lmc_session_free(NULL);
     lmc_model_free(NULL);

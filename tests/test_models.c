@@ -24,9 +24,10 @@ typedef struct greedy_out {
     int n;
 } greedy_out;
 
-static int collect(int32_t tok, void *ud) {
+static int collect(int32_t tok, const char *text, size_t len, void *ud) {
+    (void)text, (void)len;
     greedy_out *g = ud;
-    if (g->n < 256) g->ids[g->n++] = tok;
+    if (tok >= 0 && g->n < 256) g->ids[g->n++] = tok;
     return 0;
 }
 
@@ -124,7 +125,7 @@ static int check_case(const ref_case *c) {
     p.max_tokens = (int32_t)c->n_greedy;
     p.ignore_eos = 1; /* the references do not stop at EOS */
     greedy_out g = {0};
-    assert_int_equal(lmc_generate(s, c->prompt, (int32_t)c->n_prompt, &p, collect, &g, NULL),
+    assert_int_equal(lmc_generate(s, NULL, c->prompt, (int32_t)c->n_prompt, &p, collect, &g, NULL),
                      LMC_OK);
     if ((size_t)g.n != c->n_greedy || memcmp(g.ids, c->greedy, c->n_greedy * sizeof(int32_t))) {
         print_error("%s: greedy ids differ\n", c->name);
@@ -138,7 +139,7 @@ static int check_case(const ref_case *c) {
         lmc_session_reset(s);
         greedy_out gs = {0};
         p.max_tokens = (int32_t)ng;
-        assert_int_equal(lmc_generate(s, sp, (int32_t)np, &p, collect, &gs, NULL), LMC_OK);
+        assert_int_equal(lmc_generate(s, NULL, sp, (int32_t)np, &p, collect, &gs, NULL), LMC_OK);
         if ((size_t)gs.n != ng || memcmp(gs.ids, sg, ng * sizeof(int32_t))) {
             print_error("%s: story ids differ\n", c->name);
             failures++;

@@ -1,3 +1,4 @@
+/* The built-in logit processors and sampler. */
 #include "generate/sampler.h"
 
 #include <math.h>
@@ -17,7 +18,7 @@ void lmc_rng_seed(lmc_rng *r, uint64_t seed) {
     r->s[1] = splitmix(&seed);
 }
 
-static double rng_uniform(lmc_rng *r) {
+double lmc_rng_uniform(lmc_rng *r) {
     uint64_t a = r->s[0], b = r->s[1];
     r->s[0] = b;
     a ^= a << 23;
@@ -25,25 +26,81 @@ static double rng_uniform(lmc_rng *r) {
     return (double)((r->s[1] + b) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-void lmc_apply_repetition_penalty(float *logits, int64_t V, const int32_t *history, int64_t n,
-                                  float penalty) {
-    if (penalty == 1.0f || penalty <= 0) return;
-    for (int64_t i = 0; i < n; i++) {
-        int32_t t = history[i];
-        if (t < 0 || t >= V) continue;
-        bool seen = false; /* each distinct token once, as torch.gather/scatter does */
-        for (int64_t j = 0; j < i && !seen; j++) seen = history[j] == t;
-        if (seen) continue;
-        logits[t] = logits[t] < 0 ? logits[t] * penalty : logits[t] / penalty;
-    }
+/* ---- processors ----------------------------------------------------------------- */
+
+lmc_status lmc_process_logit_bias(void *state, float *logits, int32_t V, const int32_t *tokens,
+                                  int32_t n, int32_t n_prompt) {
+    (void)tokens, (void)n, (void)n_prompt;
+    const lmc_bias_state *b = state;
+    for (int32_t i = 0; i < b->n; i++)
+        if (b->bias[i].token >= 0 && b->bias[i].token < V)
+            logits[b->bias[i].token] += b->bias[i].bias;
+    return LMC_OK;
 }
 
-static int32_t sample_argmax(const float *logits, int64_t V) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < V; i++)
-        if (logits[i] > logits[best]) best = i;
-    return (int32_t)best;
+/* counts[t] = occurrences of t in the window (the caller zeroes them after). */
+static void count_window(const lmc_penalty_state *p, int32_t V, const int32_t *tokens, int32_t n,
+                         int32_t *from) {
+    *from = p->context > 0 && n > p->context ? n - p->context : 0;
+    for (int32_t i = *from; i < n; i++)
+        if (tokens[i] >= 0 && tokens[i] < V) p->counts[tokens[i]]++;
 }
+
+static void clear_window(const lmc_penalty_state *p, int32_t V, const int32_t *tokens, int32_t n,
+                         int32_t from) {
+    for (int32_t i = from; i < n; i++)
+        if (tokens[i] >= 0 && tokens[i] < V) p->counts[tokens[i]] = 0;
+}
+
+lmc_status lmc_process_repetition(void *state, float *logits, int32_t V, const int32_t *tokens,
+                                  int32_t n, int32_t n_prompt) {
+    (void)n_prompt;
+    const lmc_penalty_state *p = state;
+    int32_t from;
+    count_window(p, V, tokens, n, &from);
+    for (int32_t i = from; i < n; i++) {
+        int32_t t = tokens[i];
+        if (t < 0 || t >= V || p->counts[t] == 0) continue;
+        logits[t] = logits[t] < 0 ? logits[t] * p->penalty : logits[t] / p->penalty;
+        p->counts[t] = 0; /* each distinct token once, as torch's gather/scatter */
+    }
+    clear_window(p, V, tokens, n, from);
+    return LMC_OK;
+}
+
+lmc_status lmc_process_presence(void *state, float *logits, int32_t V, const int32_t *tokens,
+                                int32_t n, int32_t n_prompt) {
+    (void)n_prompt;
+    const lmc_penalty_state *p = state;
+    int32_t from;
+    count_window(p, V, tokens, n, &from);
+    for (int32_t i = from; i < n; i++) {
+        int32_t t = tokens[i];
+        if (t < 0 || t >= V || p->counts[t] == 0) continue;
+        logits[t] -= p->penalty;
+        p->counts[t] = 0;
+    }
+    clear_window(p, V, tokens, n, from);
+    return LMC_OK;
+}
+
+lmc_status lmc_process_frequency(void *state, float *logits, int32_t V, const int32_t *tokens,
+                                 int32_t n, int32_t n_prompt) {
+    (void)n_prompt;
+    const lmc_penalty_state *p = state;
+    int32_t from;
+    count_window(p, V, tokens, n, &from);
+    for (int32_t i = from; i < n; i++) {
+        int32_t t = tokens[i];
+        if (t < 0 || t >= V || p->counts[t] == 0) continue;
+        logits[t] -= p->penalty * (float)p->counts[t];
+        p->counts[t] = 0;
+    }
+    clear_window(p, V, tokens, n, from);
+    return LMC_OK;
+}
+
+/* ---- sampler ------------------------------------------------------------------------- */
 
 typedef struct cand {
     float p;
@@ -56,44 +113,101 @@ static int cmp_cand_desc(const void *a, const void *b) {
     return ((const cand *)a)->id - ((const cand *)b)->id;
 }
 
-int32_t lmc_sample(const float *logits, int64_t V, float temperature, int32_t top_k, float top_p,
-                   float min_p, lmc_rng *rng, void *scratch) {
-    if (temperature <= 0) return sample_argmax(logits, V);
-    cand *c = scratch;
+static int32_t argmax(const float *logits, int32_t V) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+/* The candidates left after the filters, in c[0..n): most likely first
+ * when a filter ran, else in id order. Probabilities unnormalized. */
+static int32_t filter(const lmc_sampler_state *s, const float *logits, int32_t V, cand *c) {
     float m = -INFINITY;
-    for (int64_t i = 0; i < V; i++) m = logits[i] > m ? logits[i] : m;
+    for (int32_t i = 0; i < V; i++) m = logits[i] > m ? logits[i] : m;
+    int32_t n = 0;
     double sum = 0;
-    for (int64_t i = 0; i < V; i++) {
-        c[i].id = (int32_t)i;
-        c[i].p = expf((logits[i] - m) / temperature);
-        sum += c[i].p;
+    for (int32_t i = 0; i < V; i++) {
+        float p = expf((logits[i] - m) / s->temperature);
+        if (!(p > 0)) continue;
+        c[n].id = i;
+        c[n].p = p;
+        sum += p;
+        n++;
     }
-    for (int64_t i = 0; i < V; i++) c[i].p = (float)(c[i].p / sum);
-    qsort(c, (size_t)V, sizeof *c, cmp_cand_desc);
-    int64_t n = V;
-    if (top_k > 0 && top_k < n) n = top_k;
-    if (min_p > 0) {
-        float thr = c[0].p * min_p;
-        int64_t k = 1;
-        while (k < n && c[k].p >= thr) k++;
+    for (int32_t i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
+    bool k_on = s->top_k > 0 && s->top_k<n, p_on = s->top_p> 0 && s->top_p<1, m_on = s->min_p> 0;
+    if (!k_on && !p_on && !m_on) return n;
+    qsort(c, (size_t)n, sizeof *c, cmp_cand_desc);
+    if (k_on) { /* transformers keeps the ties of the k-th value */
+        int32_t k = s->top_k;
+        while (k < n && c[k].p == c[s->top_k - 1].p) k++;
         n = k;
     }
-    if (top_p > 0 && top_p < 1) {
-        double cum = 0;
-        int64_t k = 0;
+    if (p_on) {
+        double total = 0, cum = 0;
+        for (int32_t i = 0; i < n; i++) total += c[i].p;
+        int32_t k = 0;
         while (k < n) {
             cum += c[k].p;
             k++;
-            if (cum >= top_p) break;
+            if (cum >= s->top_p * total) break;
         }
         n = k;
     }
-    double total = 0;
-    for (int64_t i = 0; i < n; i++) total += c[i].p;
-    double r = rng_uniform(rng) * total, acc = 0;
-    for (int64_t i = 0; i < n; i++) {
-        acc += c[i].p;
-        if (r < acc) return c[i].id;
+    if (m_on) {
+        float thr = c[0].p * s->min_p;
+        int32_t k = 1;
+        while (k < n && c[k].p >= thr) k++;
+        n = k;
     }
-    return c[n - 1].id;
+    return n;
+}
+
+lmc_status lmc_sample_builtin(void *state, const float *logits, int32_t V, int32_t *token) {
+    lmc_sampler_state *s = state;
+    if (s->temperature <= 0) {
+        *token = argmax(logits, V);
+        return LMC_OK;
+    }
+    cand *c = s->scratch;
+    int32_t n = filter(s, logits, V, c);
+    if (n == 0) { /* every logit -inf or NaN */
+        *token = argmax(logits, V);
+        return LMC_OK;
+    }
+    double total = 0;
+    for (int32_t i = 0; i < n; i++) total += c[i].p;
+    double r = lmc_rng_uniform(&s->rng) * total, acc = 0;
+    for (int32_t i = 0; i < n; i++) {
+        acc += c[i].p;
+        if (r < acc) {
+            *token = c[i].id;
+            return LMC_OK;
+        }
+    }
+    *token = c[n - 1].id;
+    return LMC_OK;
+}
+
+void lmc_sampler_distribution(lmc_sampler_state *s, const float *logits, int32_t V, int32_t *ids,
+                              float *probs, int32_t *n_out) {
+    cand *c = s->scratch;
+    int32_t n;
+    if (s->temperature <= 0) {
+        c[0].id = argmax(logits, V);
+        c[0].p = 1;
+        n = 1;
+    } else {
+        n = filter(s, logits, V, c);
+        if (!(s->top_k > 0 && s->top_k < V) && !(s->top_p > 0 && s->top_p < 1) && !(s->min_p > 0))
+            qsort(c, (size_t)n, sizeof *c, cmp_cand_desc);
+    }
+    double total = 0;
+    for (int32_t i = 0; i < n; i++) total += c[i].p;
+    for (int32_t i = 0; i < n; i++) {
+        ids[i] = c[i].id;
+        probs[i] = (float)(c[i].p / total);
+    }
+    *n_out = n;
 }

@@ -19,6 +19,8 @@ struct lmc_session {
     lmc_model *model;
     lmc_kv_cache kv;
     int64_t max_tokens;
+    int32_t *tokens; /* the kv.length tokens the cache holds */
+    int64_t tokens_cap;
 };
 
 /* One forward pass: tokens[0..T) at positions kv->length.., appended to the

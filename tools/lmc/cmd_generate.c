@@ -19,23 +19,17 @@ static void usage(void) {
 
 typedef struct gen_out {
     int count;
-    lmc_detokenizer *detok; /* NULL: print ids */
-    lmc_status st;
+    bool ids; /* print ids, not text */
 } gen_out;
 
-static int print_token(int32_t token, void *ud) {
+static int print_token(int32_t token, const char *text, size_t len, void *ud) {
     gen_out *o = ud;
-    if (!o->detok) {
-        printf(o->count++ ? " %d" : "%d", token);
-        fflush(stdout);
-        return 0;
+    if (o->ids) {
+        if (token >= 0) printf(o->count++ ? " %d" : "%d", token);
+    } else {
+        o->count++;
+        fwrite(text, 1, len, stdout);
     }
-    const char *text;
-    size_t len;
-    o->count++;
-    o->st = lmc_detokenizer_push(o->detok, token, &text, &len);
-    if (o->st != LMC_OK) return 1;
-    fwrite(text, 1, len, stdout);
     fflush(stdout);
     return 0;
 }
@@ -210,18 +204,15 @@ int cmd_generate(int argc, char **argv) {
         lmc_tokenizer_free(tok);
         return cli_fail("generate", "the prompt encodes to no tokens");
     }
-    if (st == LMC_OK && !print_ids) st = lmc_detokenizer_create(tok, 1, &out.detok);
+    out.ids = print_ids;
     if (st == LMC_OK) st = lmc_model_load(model_dir, &model);
     if (st == LMC_OK) st = lmc_session_create(model, (int32_t)n_ids + p.max_tokens + 1, &sess);
-    lmc_generate_stats stats;
-    if (st == LMC_OK) st = lmc_generate(sess, ids, (int32_t)n_ids, &p, print_token, &out, &stats);
-    if (st == LMC_OK && out.st != LMC_OK) st = out.st;
-    if (st == LMC_OK && out.detok) {
-        const char *text;
-        size_t len;
-        st = lmc_detokenizer_flush(out.detok, &text, &len);
-        if (st == LMC_OK) fwrite(text, 1, len, stdout);
-    }
+    lmc_generate_result res = {0};
+    if (st == LMC_OK)
+        st = lmc_generate(sess, print_ids ? NULL : tok, ids, (int32_t)n_ids, &p, print_token, &out,
+                          &res);
+    lmc_generate_stats stats = res.stats;
+    lmc_generate_result_clear(&res);
     if (st != LMC_OK) {
         if (out.count) printf("\n");
         rc = cli_fail_status("generate", st);
@@ -229,16 +220,11 @@ int cmd_generate(int argc, char **argv) {
         printf("\n");
         rc = 0;
         if (show_stats)
-            fprintf(stderr,
-                    "prompt: %d tokens, %.2f tokens/s; generated: %d tokens, %.2f tokens/s\n",
-                    stats.prompt_tokens, stats.prompt_tokens / (stats.prompt_seconds + 1e-12),
-                    stats.generated_tokens,
-                    stats.generated_tokens > 1
-                        ? (stats.generated_tokens - 1) / (stats.generate_seconds + 1e-12)
-                        : 0.0);
+            fprintf(
+                stderr, "prompt: %d tokens, %.2f tokens/s; generated: %d tokens, %.2f tokens/s\n",
+                stats.prompt_tokens, stats.prompt_tps, stats.generated_tokens, stats.generate_tps);
     }
     free(ids);
-    lmc_detokenizer_free(out.detok);
     lmc_tokenizer_free(tok);
     lmc_session_free(sess);
     lmc_model_free(model);
