@@ -121,6 +121,116 @@ static void test_null_arguments(void **state) {
 /* Regression: the pool's workers exit when the thread count changes; their
  * per-thread scratch (attention scores, converted rows) used to leak
  * (LeakSanitizer in the -DLMC_SANITIZE=ON build). */
+/* Every function of the library API added for embedding: NULLs, bad
+ * values, a folder that is not a model. */
+static lmc_status noop_fn(lmc_context *c, void *ud) {
+    (void)c, (void)ud;
+    return LMC_OK;
+}
+
+static lmc_status bad_prepare(lmc_context *c, void *ud) {
+    (void)ud;
+    lmc_model_input mi;
+    lmc_user_input none = {0};
+    BI_EXPECT(lmc_context_prepare(c, &none, &mi), LMC_ERR_INVALID_ARG, "exactly one");
+    int32_t t[1] = {1};
+    lmc_user_input two = {.prompt = "x", .tokens = t, .n_tokens = 1};
+    BI_EXPECT(lmc_context_prepare(c, &two, &mi), LMC_ERR_INVALID_ARG, "exactly one");
+    lmc_user_input text = {.prompt = "hello"};
+    BI_EXPECT(lmc_context_prepare(c, &text, &mi), LMC_ERR_INVALID_ARG, "no tokenizer.json");
+    lmc_message img = {"user", "look", (const char *[]){"a.png"}, 1};
+    lmc_user_input with_image = {.messages = &img, .n_messages = 1};
+    BI_EXPECT(lmc_context_prepare(c, &with_image, &mi), LMC_ERR_INVALID_ARG, "no tokenizer.json");
+    BI_EXPECT(lmc_context_prepare(c, NULL, &mi), LMC_ERR_INVALID_ARG, "lmc_context_prepare");
+    BI_EXPECT(lmc_context_prepare(NULL, &text, &mi), LMC_ERR_INVALID_ARG, "lmc_context_prepare");
+    BI_EXPECT(lmc_context_generate(NULL, &text, NULL, NULL, NULL, NULL), LMC_ERR_INVALID_ARG,
+              "lmc_context_generate");
+    lmc_user_input tok = {.tokens = t, .n_tokens = 1};
+    lmc_generate_params p;
+    lmc_generate_params_default(&p);
+    const char *stop[] = {"x"};
+    p.stop = stop;
+    p.n_stop = 1;
+    BI_EXPECT(lmc_context_generate(c, &tok, &p, NULL, NULL, NULL), LMC_ERR_INVALID_ARG,
+              "stop strings need a tokenizer");
+    assert_non_null(lmc_context_model(c));
+    assert_null(lmc_context_tokenizer(c));
+    assert_non_null(lmc_context_session(c));
+    assert_non_null(lmc_context_dir(c));
+    return LMC_OK;
+}
+
+static void test_library_api_bad_arguments(void **state) {
+    (void)state;
+    lmc_container *k = (lmc_container *)state;
+    BI_EXPECT(lmc_llm_load(NULL, NULL, &k), LMC_ERR_INVALID_ARG, "no model");
+    assert_null(k);
+    BI_EXPECT(lmc_llm_load(LMC_SOURCE_DIR "/tests", NULL, &k), LMC_ERR_NOT_FOUND, "config.json");
+    BI_EXPECT(lmc_llm_load("/nonexistent/model", NULL, &k), LMC_ERR_NOT_FOUND, "not found");
+    BI_EXPECT(lmc_llm_load(LMC_SOURCE_DIR "/tests/fixtures/models/llama-f32", NULL, NULL),
+              LMC_ERR_INVALID_ARG, "out is NULL");
+    lmc_load_options o = {NULL, NULL, -1};
+    BI_EXPECT(lmc_llm_load(LMC_SOURCE_DIR "/tests/fixtures/models/llama-f32", &o, &k),
+              LMC_ERR_INVALID_ARG, "max_kv_tokens");
+    char *dir = NULL;
+    BI_EXPECT(lmc_model_locate("", &dir), LMC_ERR_INVALID_ARG, "no model");
+    BI_EXPECT(lmc_model_locate("x", NULL), LMC_ERR_INVALID_ARG, "dir is NULL");
+    BI_EXPECT(lmc_registry_add(NULL), LMC_ERR_INVALID_ARG, "lmc_registry_add");
+    lmc_model_preset bad_kind = {"k", "x/y", NULL, NULL, (lmc_model_kind)7};
+    BI_EXPECT(lmc_registry_add(&bad_kind), LMC_ERR_INVALID_ARG, "kind");
+    assert_null(lmc_registry_find(NULL));
+    BI_EXPECT(lmc_container_perform(NULL, noop_fn, NULL), LMC_ERR_INVALID_ARG, "perform");
+    assert_int_equal(lmc_llm_load(LMC_SOURCE_DIR "/tests/fixtures/models/llama-f32", NULL, &k),
+                     LMC_OK);
+    BI_EXPECT(lmc_container_perform(k, NULL, NULL), LMC_ERR_INVALID_ARG, "perform");
+    assert_int_equal(lmc_container_perform(k, bad_prepare, NULL), LMC_OK);
+    lmc_container_free(k);
+    lmc_container_free(NULL);
+    assert_null(lmc_context_model(NULL));
+    lmc_model_input_clear(NULL);
+    lmc_generate_result_clear(NULL);
+    lmc_generate_params_default(NULL);
+    /* sessions */
+    lmc_session *s = NULL;
+    assert_int_equal(lmc_session_create(g_model, 16, &s), LMC_OK);
+    BI_EXPECT(lmc_session_truncate(NULL, 0), LMC_ERR_INVALID_ARG, "truncate");
+    BI_EXPECT(lmc_session_truncate(s, 1), LMC_ERR_RANGE, "outside");
+    BI_EXPECT(lmc_session_save(NULL, "/tmp/x"), LMC_ERR_INVALID_ARG, "save");
+    BI_EXPECT(lmc_session_load(s, NULL), LMC_ERR_INVALID_ARG, "load");
+    assert_null(lmc_session_tokens(NULL));
+    /* generation parameters, each named */
+    int32_t t[2] = {1, 2};
+    static const struct {
+        const char *field;
+        void (*set)(lmc_generate_params *);
+    } cases[] = {0};
+    (void)cases;
+    lmc_generate_params p;
+#define BAD_PARAM(stmt, field)                                                                     \
+    do {                                                                                           \
+        lmc_generate_params_default(&p);                                                           \
+        stmt;                                                                                      \
+        BI_EXPECT(lmc_generate(s, NULL, t, 2, &p, NULL, NULL, NULL), LMC_ERR_INVALID_ARG, field);  \
+    } while (0)
+    BAD_PARAM(p.temperature = NAN, "temperature");
+    BAD_PARAM(p.temperature = -1, "temperature");
+    BAD_PARAM(p.top_p = 0, "top_p");
+    BAD_PARAM(p.top_p = NAN, "top_p");
+    BAD_PARAM(p.min_p = 2, "min_p");
+    BAD_PARAM(p.top_k = -1, "top_k");
+    BAD_PARAM(p.repetition_penalty = NAN, "repetition_penalty");
+    BAD_PARAM(p.repetition_penalty = 0, "repetition_penalty");
+    BAD_PARAM(p.presence_penalty = INFINITY, "presence_penalty");
+    BAD_PARAM(p.frequency_penalty = NAN, "frequency_penalty");
+    BAD_PARAM(p.max_tokens = -1, "max_tokens");
+    BAD_PARAM(p.prefill_step = -1, "prefill_step");
+    BAD_PARAM(p.n_logit_bias = 1, "logit_bias");
+    BAD_PARAM(p.n_stop = 2, "stop");
+    BAD_PARAM(p.n_processors = 1, "processors");
+    BAD_PARAM(p.n_eos_tokens = 1, "eos_tokens");
+    lmc_session_free(s);
+}
+
 static void test_thread_restart_frees_scratch(void **state) {
     (void)state;
     lmc_session *s = NULL;
@@ -267,6 +377,7 @@ int main(void) {
         cmocka_unit_test(test_context_exceeded),
         cmocka_unit_test(test_null_arguments),
         cmocka_unit_test(test_thread_restart_frees_scratch),
+        cmocka_unit_test(test_library_api_bad_arguments),
     };
     const struct CMUnitTest cli_tests[] = {
 #define C(f) cmocka_unit_test_setup_teardown(f, setup_cli, teardown_cli)
