@@ -1,6 +1,9 @@
 #include "json.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 lmc_status lmc_json_load_file(const char *path, json_t **out) {
     char *text = NULL;
@@ -12,12 +15,132 @@ lmc_status lmc_json_load_file(const char *path, json_t **out) {
     return st;
 }
 
+/* ---- integer literals beyond int64 ----------------------------------------
+ * jansson stores integers as json_int_t (int64) and refuses larger literals
+ * ("too big integer"); Python's json reads them as ints. Meta's Llama
+ * tokenizer_config.json has "model_max_length": 1000000000000000019884624838656
+ * (int(1e30)). Such literals are read as reals: jansson parses a copy of the
+ * text in which each of them has ".0" appended. */
+
+#define NO_BIG_INT SIZE_MAX
+
+static bool is_word_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* Whether the digits d[0..n) (no sign) are beyond int64 (neg: below it). A
+ * literal with a leading zero is invalid JSON and left for jansson. */
+static bool beyond_int64(const char *d, size_t n, bool neg) {
+    if (n > 1 && d[0] == '0') return false;
+    if (n != 19) return n > 19;
+    return memcmp(d, neg ? "9223372036854775808" : "9223372036854775807", 19) > 0;
+}
+
+/* From *at, outside strings (escapes honoured), finds the next integer
+ * literal that int64 cannot hold; returns the offset just past it (where
+ * ".0" goes) and moves *at there, or returns NO_BIG_INT. */
+static size_t next_big_int(const char *s, size_t len, size_t *at) {
+    size_t i = *at;
+    while (i < len) {
+        char c = s[i];
+        if (c == '"') {
+            for (i++; i < len && s[i] != '"'; i++)
+                if (s[i] == '\\') i++;
+            i++;
+            continue;
+        }
+        if (c != '-' && !(c >= '0' && c <= '9')) {
+            /* Words (true, null, invalid tokens) are skipped whole, so a
+             * digit inside one is never taken for a number. */
+            if (is_word_char(c))
+                while (i < len && is_word_char(s[i])) i++;
+            else
+                i++;
+            continue;
+        }
+        bool neg = c == '-';
+        size_t d = i + neg, e = d;
+        while (e < len && s[e] >= '0' && s[e] <= '9') e++;
+        i = e;
+        if (e < len && (s[e] == '.' || s[e] == 'e' || s[e] == 'E' || is_word_char(s[e]))) {
+            while (i < len && (is_word_char(s[i]) || s[i] == '.' || s[i] == '+' || s[i] == '-'))
+                i++;
+            continue;
+        }
+        if (beyond_int64(s + d, e - d, neg)) {
+            *at = e;
+            return e;
+        }
+    }
+    *at = len;
+    return NO_BIG_INT;
+}
+
+/* Maps a jansson error in the rewritten copy back onto the text as given:
+ * the ".0"s appended before the error position on its line come off the
+ * column (they hold no newline, so the line is right as it is). */
+static void unshift_error(const char *s, size_t len, json_error_t *err) {
+    if (err->position < 0) return;
+    size_t pos = (size_t)err->position, orig = pos, at = 0, end, k = 0;
+    while ((end = next_big_int(s, len, &at)) != NO_BIG_INT) {
+        size_t copy_at = end + 2 * k; /* where this ".0" sits in the copy */
+        if (copy_at >= pos) break;
+        k++;
+        orig = pos < copy_at + 2 ? end : pos - 2 * k;
+    }
+    if (orig > len) orig = len;
+    size_t line_start = orig, on_line = 0;
+    while (line_start > 0 && s[line_start - 1] != '\n') line_start--;
+    at = 0;
+    for (size_t j = 0; j < k && (end = next_big_int(s, len, &at)) != NO_BIG_INT; j++)
+        if (end >= line_start) on_line++;
+    err->position = (int)orig;
+    if (err->column > (int)(2 * on_line)) err->column -= (int)(2 * on_line);
+}
+
+lmc_status lmc_json_loadb(const char *text, size_t len, size_t flags, json_t **out,
+                          json_error_t *err) {
+    size_t at = 0, n_big = 0;
+    while (next_big_int(text, len, &at) != NO_BIG_INT) n_big++;
+    if (!n_big) {
+        *out = json_loadb(text, len, flags, err);
+        return *out ? LMC_OK : LMC_ERR_FORMAT;
+    }
+    char *copy = len <= (SIZE_MAX - 1) / 3 ? malloc(len + 2 * n_big) : NULL;
+    if (!copy) {
+        *out = NULL;
+        return lmc_error(LMC_ERR_NOMEM, "out of memory");
+    }
+    size_t from = 0, o = 0, end;
+    at = 0;
+    while ((end = next_big_int(text, len, &at)) != NO_BIG_INT) {
+        memcpy(copy + o, text + from, end - from);
+        o += end - from;
+        memcpy(copy + o, ".0", 2);
+        o += 2;
+        from = end;
+    }
+    memcpy(copy + o, text + from, len - from);
+    o += len - from;
+    *out = json_loadb(copy, o, flags, err);
+    free(copy);
+    if (*out) return LMC_OK;
+    unshift_error(text, len, err);
+    return LMC_ERR_FORMAT;
+}
+
 lmc_status lmc_json_parse(const char *text, size_t len, const char *what, json_t **out) {
+    /* A UTF-8 byte order mark (Windows editors write one) is whitespace. */
+    if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) {
+        text += 3;
+        len -= 3;
+    }
     json_error_t err;
-    *out = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
-    if (!*out)
+    lmc_status st = lmc_json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, out, &err);
+    if (st == LMC_ERR_FORMAT)
         return lmc_error(LMC_ERR_FORMAT, "%s: invalid JSON at line %d, column %d: %s", what,
                          err.line, err.column, err.text);
+    if (st != LMC_OK) return lmc_error_prefix(st, "%s", what);
     return LMC_OK;
 }
 

@@ -4,6 +4,8 @@
  * the file is checked before use. */
 #include "tensor/safetensors.h"
 
+#include "base/json.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,10 +104,12 @@ lmc_status lmc_safetensors_parse(const uint8_t *data, size_t size, const char *w
                          "%s: header length %llu runs past the end of the file (%zu bytes)", what,
                          (unsigned long long)hlen, size);
     json_error_t jerr;
-    json_t *root = json_loadb((const char *)data + 8, (size_t)hlen, 0, &jerr);
-    if (!root)
+    json_t *root = NULL;
+    lmc_status lst = lmc_json_loadb((const char *)data + 8, (size_t)hlen, 0, &root, &jerr);
+    if (lst == LMC_ERR_FORMAT)
         return lmc_error(LMC_ERR_FORMAT, "%s: header is not valid JSON (column %d): %s", what,
                          jerr.column, jerr.text);
+    if (lst != LMC_OK) return lmc_error_prefix(lst, "%s", what);
     lmc_status st = LMC_OK;
     span *spans = NULL;
     if (!json_is_object(root)) {

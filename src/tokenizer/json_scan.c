@@ -319,6 +319,9 @@ lmc_status tok_json_cut_model(const char *text, size_t len, tok_model_json *raw,
     memset(raw, 0, sizeof *raw);
     *rest = NULL;
     scan c = {.s = text, .n = len};
+    /* A UTF-8 byte order mark is whitespace, as lmc_json_parse (which reads
+     * the rest, BOM included) takes it. */
+    if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) c.i = 3;
     cut_ctx x = {.raw = raw};
     lmc_status st = scan_object(&c, 0, top_member, &x);
     if (st == LMC_OK) {
