@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 MODEL ?= tests/fixtures/models/llama-f32
 PROMPT_TOKENS ?= 1,15,27,100,7
 
-.PHONY: all setup build test tsan run fuzz fuzz-run clean format
+.PHONY: all setup build test tsan run fuzz fuzz-run clean format install-check
 
 all: build
 
@@ -30,12 +30,14 @@ test: build
 	tests/tokenizers/fetch.sh $(BUILD)/tokenizers
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# Concurrent sessions on one model under ThreadSanitizer (any report fails).
+# Concurrent sessions on one model, and 8 threads x 50 requests on one
+# container, under ThreadSanitizer (any report fails).
+TSAN_ENV = TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
 tsan:
 	cmake -S . -B build-tsan -DLMC_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
-	cmake --build build-tsan -j $(JOBS) --target test_concurrency
-	TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1" LMC_TEST_REPS=3 \
-	  build-tsan/tests/test_concurrency
+	cmake --build build-tsan -j $(JOBS) --target test_concurrency test_api
+	$(TSAN_ENV) LMC_TEST_REPS=3 build-tsan/tests/test_concurrency
+	$(TSAN_ENV) LMC_TEST_ONLY=test_stress_one_container build-tsan/tests/test_api
 
 # The main job: generate from a shipped model.
 run: build
@@ -60,3 +62,20 @@ clean:
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
+
+# Installs into a scratch prefix and builds examples/ against it with
+# pkg-config, as a program outside the repo would, then runs them.
+PREFIX_CHECK ?= /tmp/lmc-install-check
+install-check: build
+	rm -rf $(PREFIX_CHECK) && cmake --install $(BUILD) --prefix $(PREFIX_CHECK) >/dev/null
+	PKG_CONFIG_PATH=$(PREFIX_CHECK)/lib/pkgconfig:$(PREFIX_CHECK)/lib/$$(gcc -print-multiarch)/pkgconfig; \
+	export PKG_CONFIG_PATH; \
+	echo "pkg-config --cflags --libs lmc: $$(pkg-config --cflags --libs lmc)"; \
+	for e in generate threads; do \
+	  cc -std=c11 -Wall -Wextra -Werror examples/$$e.c $$(pkg-config --cflags --libs lmc) -lpthread \
+	    -o $(PREFIX_CHECK)/$$e || exit 1; \
+	done; \
+	lib=$$(dirname $$(find $(PREFIX_CHECK) -name liblmc.so | head -1)); \
+	LD_LIBRARY_PATH=$$lib $(PREFIX_CHECK)/generate $(MODEL) --tokens $(PROMPT_TOKENS) && \
+	LD_LIBRARY_PATH=$$lib $(PREFIX_CHECK)/threads $(MODEL) 8 && \
+	nm -D --defined-only $$lib/liblmc.so | awk '{print $$3}' | grep -v '^lmc_' | (! grep .)

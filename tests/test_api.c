@@ -639,5 +639,7 @@ int main(void) {
         cmocka_unit_test(test_prompt_cache_counter_and_files),
         cmocka_unit_test(test_stress_one_container),
     };
+    /* LMC_TEST_ONLY=name runs one test (make tsan runs the stress test) */
+    if (getenv("LMC_TEST_ONLY")) cmocka_set_test_filter(getenv("LMC_TEST_ONLY"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
