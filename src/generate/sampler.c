@@ -52,52 +52,43 @@ static void clear_window(const lmc_penalty_state *p, int32_t V, const int32_t *t
         if (tokens[i] >= 0 && tokens[i] < V) p->counts[tokens[i]] = 0;
 }
 
-lmc_status lmc_process_repetition(void *state, float *logits, int32_t V, const int32_t *tokens,
-                                  int32_t n, int32_t n_prompt) {
-    (void)n_prompt;
-    const lmc_penalty_state *p = state;
+typedef enum penalty_kind { REPETITION, PRESENCE, FREQUENCY } penalty_kind;
+
+/* Each distinct token of the window once (as torch's gather/scatter), by
+ * its count in the window. */
+static lmc_status penalize(const lmc_penalty_state *p, penalty_kind kind, float *logits, int32_t V,
+                           const int32_t *tokens, int32_t n) {
     int32_t from;
     count_window(p, V, tokens, n, &from);
     for (int32_t i = from; i < n; i++) {
         int32_t t = tokens[i];
         if (t < 0 || t >= V || p->counts[t] == 0) continue;
-        logits[t] = logits[t] < 0 ? logits[t] * p->penalty : logits[t] / p->penalty;
-        p->counts[t] = 0; /* each distinct token once, as torch's gather/scatter */
+        if (kind == REPETITION)
+            logits[t] = logits[t] < 0 ? logits[t] * p->penalty : logits[t] / p->penalty;
+        else
+            logits[t] -= kind == PRESENCE ? p->penalty : p->penalty * (float)p->counts[t];
+        p->counts[t] = 0;
     }
     clear_window(p, V, tokens, n, from);
     return LMC_OK;
+}
+
+lmc_status lmc_process_repetition(void *state, float *logits, int32_t V, const int32_t *tokens,
+                                  int32_t n, int32_t n_prompt) {
+    (void)n_prompt;
+    return penalize(state, REPETITION, logits, V, tokens, n);
 }
 
 lmc_status lmc_process_presence(void *state, float *logits, int32_t V, const int32_t *tokens,
                                 int32_t n, int32_t n_prompt) {
     (void)n_prompt;
-    const lmc_penalty_state *p = state;
-    int32_t from;
-    count_window(p, V, tokens, n, &from);
-    for (int32_t i = from; i < n; i++) {
-        int32_t t = tokens[i];
-        if (t < 0 || t >= V || p->counts[t] == 0) continue;
-        logits[t] -= p->penalty;
-        p->counts[t] = 0;
-    }
-    clear_window(p, V, tokens, n, from);
-    return LMC_OK;
+    return penalize(state, PRESENCE, logits, V, tokens, n);
 }
 
 lmc_status lmc_process_frequency(void *state, float *logits, int32_t V, const int32_t *tokens,
                                  int32_t n, int32_t n_prompt) {
     (void)n_prompt;
-    const lmc_penalty_state *p = state;
-    int32_t from;
-    count_window(p, V, tokens, n, &from);
-    for (int32_t i = from; i < n; i++) {
-        int32_t t = tokens[i];
-        if (t < 0 || t >= V || p->counts[t] == 0) continue;
-        logits[t] -= p->penalty * (float)p->counts[t];
-        p->counts[t] = 0;
-    }
-    clear_window(p, V, tokens, n, from);
-    return LMC_OK;
+    return penalize(state, FREQUENCY, logits, V, tokens, n);
 }
 
 /* ---- sampler ------------------------------------------------------------------------- */
