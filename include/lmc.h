@@ -105,6 +105,7 @@ typedef struct lmc_model_info {
                               experts only); 0 when unknown */
 } lmc_model_info;
 
+/* Fills info (all zero when model is NULL). */
 LMC_API void lmc_model_get_info(const lmc_model *model, lmc_model_info *info);
 
 /* A session: a KV cache and scratch buffers over a model.

@@ -231,6 +231,60 @@ static void test_library_api_bad_arguments(void **state) {
     lmc_session_free(s);
 }
 
+/* The tokenizer, detokenizer, template and convert functions with NULLs,
+ * bad values and folders that are not models: a status and a message each. */
+static void test_text_api_bad_arguments(void **state) {
+    (void)state;
+    lmc_tokenizer *tok = (lmc_tokenizer *)1;
+    BI_EXPECT(lmc_tokenizer_load(NULL, &tok), LMC_ERR_INVALID_ARG, "lmc_tokenizer_load");
+    assert_null(tok);
+    BI_EXPECT(lmc_tokenizer_load(FIXTURE, NULL), LMC_ERR_INVALID_ARG, "lmc_tokenizer_load");
+    BI_EXPECT(lmc_tokenizer_load(FIXTURE, &tok), LMC_ERR_NOT_FOUND, "tokenizer.json");
+    BI_EXPECT(lmc_tokenizer_load("/nonexistent/dir", &tok), LMC_ERR_NOT_FOUND, "tokenizer.json");
+    int32_t *ids = NULL;
+    size_t n = 0;
+    BI_EXPECT(lmc_tokenizer_encode(NULL, "x", 1, 0, &ids, &n), LMC_ERR_INVALID_ARG, "encode");
+    char *text = NULL;
+    size_t len = 0;
+    int32_t one = 1;
+    BI_EXPECT(lmc_tokenizer_decode(NULL, &one, 1, 0, &text, &len), LMC_ERR_INVALID_ARG, "decode");
+    assert_int_equal(lmc_tokenizer_vocab_size(NULL), 0);
+    assert_int_equal(lmc_tokenizer_token_to_id(NULL, "x"), -1);
+    lmc_detokenizer *d = NULL;
+    BI_EXPECT(lmc_detokenizer_create(NULL, 0, &d), LMC_ERR_INVALID_ARG, "detokenizer");
+    const char *piece;
+    BI_EXPECT(lmc_detokenizer_push(NULL, 1, &piece, &len), LMC_ERR_INVALID_ARG, "detokenizer");
+    BI_EXPECT(lmc_detokenizer_flush(NULL, &piece, &len), LMC_ERR_INVALID_ARG, "detokenizer");
+    lmc_detokenizer_free(NULL);
+    lmc_tokenizer_free(NULL);
+    BI_EXPECT(lmc_chat_template_render(NULL, "[]", 1, NULL, &text, &len), LMC_ERR_INVALID_ARG,
+              "lmc_chat_template_render");
+    BI_EXPECT(lmc_chat_template_render(FIXTURE, NULL, 1, NULL, &text, &len), LMC_ERR_INVALID_ARG,
+              "lmc_chat_template_render");
+    BI_EXPECT(lmc_chat_template_render(FIXTURE, "[]", 1, NULL, NULL, &len), LMC_ERR_INVALID_ARG,
+              "lmc_chat_template_render");
+    BI_EXPECT(lmc_convert(NULL, NULL, NULL), LMC_ERR_INVALID_ARG, "lmc_convert");
+    lmc_convert_params cp;
+    lmc_convert_params_default(&cp);
+    BI_EXPECT(lmc_convert(&cp, NULL, NULL), LMC_ERR_INVALID_ARG, "input and output");
+    cp.input_dir = "/nonexistent/in";
+    cp.output_dir = "/tmp/lmc-never-written";
+    BI_EXPECT(lmc_convert(&cp, NULL, NULL), LMC_ERR_NOT_FOUND, "/nonexistent/in");
+    cp.input_dir = FIXTURE;
+    cp.quantize = 1;
+    cp.q_bits = 7;
+    BI_EXPECT(lmc_convert(&cp, NULL, NULL), LMC_ERR_INVALID_ARG, "bits");
+    lmc_model_info info;
+    lmc_model_get_info(NULL, &info); /* zeroed, no crash */
+    assert_int_equal(info.vocab_size, 0);
+    assert_non_null(lmc_status_string((lmc_status)1000));
+    assert_int_equal(lmc_session_position(NULL), 0);
+    lmc_session_reset(NULL);
+    lmc_container *k = NULL;
+    BI_EXPECT(lmc_vlm_load(NULL, NULL, &k), LMC_ERR_INVALID_ARG, "no model");
+    assert_null(lmc_context_preset(NULL));
+}
+
 static void test_thread_restart_frees_scratch(void **state) {
     (void)state;
     lmc_session *s = NULL;
@@ -378,6 +432,7 @@ int main(void) {
         cmocka_unit_test(test_null_arguments),
         cmocka_unit_test(test_thread_restart_frees_scratch),
         cmocka_unit_test(test_library_api_bad_arguments),
+        cmocka_unit_test(test_text_api_bad_arguments),
     };
     const struct CMUnitTest cli_tests[] = {
 #define C(f) cmocka_unit_test_setup_teardown(f, setup_cli, teardown_cli)

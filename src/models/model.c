@@ -53,7 +53,9 @@ void lmc_model_free(lmc_model *m) {
 }
 
 void lmc_model_get_info(const lmc_model *m, lmc_model_info *info) {
+    if (!info) return;
     memset(info, 0, sizeof *info);
+    if (!m) return;
     info->model_type = m->cfg.model_type;
     info->vocab_size = (int32_t)m->cfg.vocab_size;
     info->hidden_size = (int32_t)m->cfg.hidden_size;
