@@ -128,11 +128,78 @@ static void test_processors(void **state) {
     assert_float_equal(lb[3], 1.5f, 0);
 }
 
+/* The reference: every candidate sorted, then the filters (no shortcuts). */
+typedef struct rc {
+    double p;
+    int32_t id;
+} rc;
+static int cmp_rc(const void *a, const void *b) {
+    const rc *x = a, *y = b;
+    if (x->p != y->p) return x->p > y->p ? -1 : 1;
+    return x->id - y->id;
+}
+
+static void test_matches_a_full_sort(void **state) {
+    (void)state;
+    enum { V = 20000 };
+    static float logits[V], probs[V];
+    static int32_t ids[V];
+    static rc ref[V];
+    uint64_t x = 88172645463325252ull;
+    for (int trial = 0; trial < 24; trial++) {
+        float temp = 0.5f + 0.25f * (float)(trial % 4);
+        for (int i = 0; i < V; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            logits[i] = (float)((x >> 11) % 100000) / 100000.0f * (float)(4 + trial % 5) * 2.0f;
+            /* a few spikes over a long flat tail that holds much of the mass */
+            if (trial % 3 != 2) logits[i] = i % 500 == 0 ? 6.2f * temp + 0.4f : logits[i] * 0.05f;
+        }
+        int32_t top_k = trial % 3 == 0 ? 0 : 10 + 97 * trial;
+        float top_p = trial % 2 ? 0.9f : 1.0f, min_p = trial % 4 == 3 ? 0.05f : 0.0f;
+        if (!top_k && top_p == 1.0f && min_p == 0) top_p = 0.5f;
+        int32_t n;
+        dist(temp, top_k, top_p, min_p, logits, V, ids, probs, &n);
+        /* reference with the same float arithmetic for the probabilities */
+        float m = logits[0];
+        for (int i = 1; i < V; i++) m = logits[i] > m ? logits[i] : m;
+        double sum = 0;
+        for (int i = 0; i < V; i++) sum += expf((logits[i] - m) / temp);
+        for (int i = 0; i < V; i++) {
+            ref[i].p = (float)(expf((logits[i] - m) / temp) / sum);
+            ref[i].id = i;
+        }
+        qsort(ref, V, sizeof *ref, cmp_rc);
+        int32_t k = V;
+        if (top_k > 0 && top_k < k) {
+            k = top_k;
+            while (k < V && ref[k].p == ref[top_k - 1].p) k++;
+        }
+        if (top_p < 1) {
+            double total = 0, cum = 0;
+            for (int i = 0; i < k; i++) total += ref[i].p;
+            int32_t j = 0;
+            while (j < k) {
+                cum += ref[j++].p;
+                if (cum >= top_p * total) break;
+            }
+            k = j;
+        }
+        if (min_p > 0) {
+            int32_t j = 1;
+            while (j < k && ref[j].p >= ref[0].p * min_p) j++;
+            k = j;
+        }
+        assert_int_equal(n, k);
+        for (int i = 0; i < n; i++) assert_int_equal(ids[i], ref[i].id);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_temperature_and_filters),
         cmocka_unit_test(test_draws_follow_the_distribution),
         cmocka_unit_test(test_processors),
+        cmocka_unit_test(test_matches_a_full_sort),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

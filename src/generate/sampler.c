@@ -127,8 +127,37 @@ static int32_t filter(const lmc_sampler_state *s, const float *logits, int32_t V
         n++;
     }
     for (int32_t i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
-    bool k_on = s->top_k > 0 && s->top_k<n, p_on = s->top_p> 0 && s->top_p<1, m_on = s->min_p> 0;
+    bool k_on = s->top_k > 0 && s->top_k < n;
+    bool p_on = s->top_p > 0 && s->top_p < 1;
+    bool m_on = s->min_p > 0;
     if (!k_on && !p_on && !m_on) return n;
+    /* Sort only what the filters can keep: the candidates at or above a
+     * threshold t, when those alone hold the top k, reach top_p, and t is at
+     * most min_p's cut (everything below t would be dropped anyway, since the
+     * filters keep a prefix of the sorted order). */
+    float pmax = 0;
+    double all = 0; /* top-p without top-k measures against every candidate */
+    for (int32_t i = 0; i < n; i++) {
+        pmax = c[i].p > pmax ? c[i].p : pmax;
+        all += c[i].p;
+    }
+    for (float t = pmax * 1e-2f; t > pmax * 1e-9f; t *= 1e-3f) {
+        if (m_on && t > pmax * s->min_p) t = pmax * s->min_p;
+        int32_t kept = 0;
+        double mass = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (c[i].p >= t) {
+                kept++;
+                mass += c[i].p;
+            }
+        if ((k_on && kept <= s->top_k) || (!k_on && p_on && mass < s->top_p * all * 1.0001))
+            continue;
+        int32_t w = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (c[i].p >= t) c[w++] = c[i];
+        n = w;
+        break;
+    }
     qsort(c, (size_t)n, sizeof *c, cmp_cand_desc);
     if (k_on) { /* transformers keeps the ties of the k-th value */
         int32_t k = s->top_k;
@@ -138,6 +167,7 @@ static int32_t filter(const lmc_sampler_state *s, const float *logits, int32_t V
     if (p_on) {
         double total = 0, cum = 0;
         for (int32_t i = 0; i < n; i++) total += c[i].p;
+        if (!k_on) total = all;
         int32_t k = 0;
         while (k < n) {
             cum += c[k].p;
