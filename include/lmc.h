@@ -227,6 +227,15 @@ typedef struct lmc_generate_params {
     const char *const *stop; /* stop strings (need a tokenizer) */
     int32_t n_stop;
     int32_t prefill_step; /* prompt tokens per forward batch (default 512) */
+    /* 0 = off; else the session's cache keeps the first 4 positions and the
+     * most recent max_kv_size - 4, and attention sees just those, as
+     * mlx-lm's RotatingKVCache(max_kv_size, keep=4) (in prefill too, where
+     * mlx-lm's sees a little more): memory stays bounded however long the
+     * generation (up to the session's max_tokens positions). A session laid
+     * out otherwise is emptied first. Not for models with sliding-window
+     * layers or longrope (LMC_ERR_UNSUPPORTED); a session made with it
+     * cannot be saved yet. */
+    int32_t max_kv_size;
     const lmc_logits_processor *processors;
     int32_t n_processors;
     const lmc_sampler *sampler; /* NULL = the built-in sampler */

@@ -7,7 +7,12 @@
 #include <cmocka.h>
 
 #include "helpers/fixtures.h"
+#include "models/model.h"
+#include "nn/nn.h"
 
+#include <math.h>
+
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,11 +76,109 @@ static void test_bf16_gqa(void **state) {
     check_model(LMC_SOURCE_DIR "/tests/fixtures/models/llama-bf16", 0);
 }
 
+/* A max_kv_size cache (sinks + rotating window) against attention computed
+ * by hand over every key with the same visibility. */
+static void test_rotating_with_sinks(void **state) {
+    (void)state;
+    enum { HD = 8, P = 300, W = 37, K = 4, B = 16 };
+    lmc_kv_cache c;
+    assert_int_equal(lmc_kv_cache_init(&c, 1, 1, HD, 100000), LMC_OK);
+    assert_int_equal(lmc_kv_cache_set_rotating(&c, 0, W, K), LMC_OK);
+    static float keys[P][HD], vals[P][HD], q[B][HD], out[B][HD];
+    uint64_t x = 12345;
+    for (int p = 0; p < P; p++)
+        for (int d = 0; d < HD; d++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            keys[p][d] = (float)((x >> 11) % 2001) / 1000.0f - 1.0f;
+            vals[p][d] = (float)((x >> 30) % 2001) / 1000.0f - 1.0f;
+        }
+    lmc_attention_params ap = {1, 1, HD, 0.35f, 0, 0};
+    double worst = 0;
+    for (int start = 0; start < P; start += B) {
+        int nb = P - start < B ? P - start : B;
+        assert_int_equal(lmc_kv_cache_reserve(&c, start + nb), LMC_OK);
+        lmc_kv_cache_store(&c, 0, start, &keys[start][0], &vals[start][0], nb);
+        for (int t = 0; t < nb; t++)
+            for (int d = 0; d < HD; d++) q[t][d] = keys[(start + t) * 7 % P][d];
+        assert_int_equal(lmc_attention(&ap, &c, 0, &q[0][0], start, nb, &out[0][0]), LMC_OK);
+        c.length = start + nb;
+        for (int t = 0; t < nb; t++) {
+            int pos = start + t;
+            double sc[P], m = -1e300, z = 0, o[HD] = {0};
+            for (int j = 0; j <= pos; j++) {
+                bool seen = j < K || j > pos - W;
+                sc[j] = -INFINITY;
+                if (!seen) continue;
+                double dot = 0;
+                for (int d = 0; d < HD; d++) dot += (double)q[t][d] * keys[j][d];
+                sc[j] = dot * 0.35;
+                m = sc[j] > m ? sc[j] : m;
+            }
+            for (int j = 0; j <= pos; j++) z += sc[j] == -INFINITY ? 0 : exp(sc[j] - m);
+            for (int j = 0; j <= pos; j++)
+                if (sc[j] != -INFINITY)
+                    for (int d = 0; d < HD; d++) o[d] += exp(sc[j] - m) / z * vals[j][d];
+            for (int d = 0; d < HD; d++) {
+                double e = fabs(o[d] - out[t][d]);
+                worst = e > worst ? e : worst;
+            }
+        }
+    }
+    assert_true(worst < 1e-5);
+    /* the memory stays bounded: sinks + window + one batch */
+    assert_true(c.layers[0].capacity <= K + W + c.max_batch - 1);
+    lmc_kv_cache_free(&c);
+}
+
+/* Generation with max_kv_size runs past the cache's size; a large one
+ * changes nothing; models that keep their own layout refuse it. */
+static void test_max_kv_size_generation(void **state) {
+    (void)state;
+    lmc_model *m = NULL;
+    assert_int_equal(lmc_model_load(LMC_SOURCE_DIR "/tests/fixtures/models/llama-f32", &m), LMC_OK);
+    lmc_session *s = NULL;
+    assert_int_equal(lmc_session_create(m, 0, &s), LMC_OK);
+    lmc_generate_params p;
+    lmc_generate_params_default(&p);
+    p.temperature = 0;
+    p.ignore_eos = 1;
+    p.max_tokens = 60;
+    int32_t prompt[5] = {1, 15, 27, 100, 7};
+    lmc_generate_result a, b;
+    assert_int_equal(lmc_generate(s, NULL, prompt, 5, &p, NULL, NULL, &a), LMC_OK);
+    p.max_kv_size = 1000; /* larger than anything here: the same tokens */
+    assert_int_equal(lmc_generate(s, NULL, prompt, 5, &p, NULL, NULL, &b), LMC_OK);
+    assert_int_equal(b.stats.cached_tokens, 0); /* the layout changed: recomputed */
+    assert_memory_equal(a.tokens, b.tokens, sizeof(int32_t) * 60);
+    lmc_generate_result_clear(&b);
+    p.max_kv_size = 24; /* small: bounded memory, different attention */
+    assert_int_equal(lmc_generate(s, NULL, prompt, 5, &p, NULL, NULL, &b), LMC_OK);
+    assert_int_equal(b.n_tokens, 60);
+    assert_memory_equal(a.tokens, b.tokens, sizeof(int32_t) * 19); /* same until it rotates */
+    assert_true(s->kv.layers[0].capacity < 64);
+    assert_int_equal(lmc_session_save(s, "/tmp/lmc-never-saved"), LMC_ERR_UNSUPPORTED);
+    p.max_kv_size = 3;
+    assert_int_equal(lmc_generate(s, NULL, prompt, 5, &p, NULL, NULL, NULL), LMC_ERR_INVALID_ARG);
+    lmc_generate_result_clear(&a);
+    lmc_generate_result_clear(&b);
+    lmc_session_free(s);
+    lmc_model_free(m);
+    assert_int_equal(lmc_model_load(LMC_SOURCE_DIR "/tests/fixtures/models/mistral-sliding", &m),
+                     LMC_OK);
+    assert_int_equal(lmc_session_create(m, 0, &s), LMC_OK);
+    p.max_kv_size = 64;
+    assert_int_equal(lmc_generate(s, NULL, prompt, 5, &p, NULL, NULL, NULL), LMC_ERR_UNSUPPORTED);
+    lmc_session_free(s);
+    lmc_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama),
         cmocka_unit_test(test_mistral_sliding_window),
         cmocka_unit_test(test_bf16_gqa),
+        cmocka_unit_test(test_rotating_with_sinks),
+        cmocka_unit_test(test_max_kv_size_generation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

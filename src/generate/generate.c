@@ -63,6 +63,7 @@ static lmc_status check_params(const lmc_generate_params *p) {
     for (int32_t i = 0; i < p->n_stop; i++)
         if (!p->stop[i] || !*p->stop[i]) return BAD("stop[%d] is empty", i);
     if (p->prefill_step < 0) return BAD("prefill_step = %d is negative", p->prefill_step);
+    if (p->max_kv_size < 0) return BAD("max_kv_size = %d is negative", p->max_kv_size);
     if (p->n_processors < 0 || (p->n_processors > 0 && !p->processors))
         return BAD("%s", "processors is NULL or n_processors negative");
     for (int32_t i = 0; i < p->n_processors; i++)
@@ -200,6 +201,9 @@ lmc_status lmc_generate(lmc_session *s, const lmc_tokenizer *tok, const int32_t 
         return lmc_error(LMC_ERR_RANGE,
                          "the prompt's %d tokens exceed the session's context of %lld tokens", n,
                          (long long)s->max_tokens);
+    if (params->max_kv_size != s->max_kv &&
+        (st = lmc_session_set_max_kv(s, params->max_kv_size)) != LMC_OK)
+        return st;
     lmc_generate_stats *stats = &result->stats;
     gen g = {.p = params};
     lmc_detokenizer *detok = NULL;

@@ -21,7 +21,15 @@ struct lmc_session {
     int64_t max_tokens;
     int32_t *tokens; /* the kv.length tokens the cache holds */
     int64_t tokens_cap;
+    int32_t max_kv; /* 0, or the rotating size every layer was given */
 };
+
+/* Attention sinks a max_kv_size cache keeps (mlx-lm's keep=4). */
+#define LMC_KV_SINKS 4
+/* Empties the session and lays its cache out for max_kv (0 = the model's
+ * own layout); LMC_ERR_UNSUPPORTED for models with sliding-window layers or
+ * longrope. */
+lmc_status lmc_session_set_max_kv(lmc_session *s, int32_t max_kv);
 
 /* One forward pass: tokens[0..T) at positions kv->length.., appended to the
  * cache. logits (may be NULL): all_positions ? [T, V] : [V] for the last. */

@@ -9,6 +9,36 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Sliding-window layers of decoder models get rotating caches, bounded by
+ * their window; full-attention layers keep every position, or with
+ * max_kv > 0 every layer keeps the first LMC_KV_SINKS positions and the
+ * most recent max_kv - LMC_KV_SINKS (mlx-lm's RotatingKVCache(max_kv,
+ * keep=4)). Not with longrope: its switch to the long factors re-runs the
+ * whole sequence in one batch, which needs every position kept. */
+lmc_status lmc_session_set_max_kv(lmc_session *s, int32_t max_kv) {
+    lmc_model *model = s->model;
+    const lmc_decoder *d = model->arch->decoder ? model->arch->decoder(model) : NULL;
+    bool sliding = false;
+    for (int64_t l = 0; d && l < d->n_layers; l++) sliding |= d->layers[l].sliding_window > 0;
+    if (max_kv > 0 && (!d || d->rope.long_inv_freq || sliding))
+        return lmc_error(LMC_ERR_UNSUPPORTED,
+                         "max_kv_size: %s models (sliding-window layers or longrope) keep their "
+                         "own cache layout",
+                         model->cfg.model_type);
+    if (max_kv > 0 && max_kv <= LMC_KV_SINKS)
+        return lmc_error(LMC_ERR_INVALID_ARG, "max_kv_size = %d must exceed %d", max_kv,
+                         LMC_KV_SINKS);
+    lmc_session_reset(s);
+    lmc_status st = LMC_OK;
+    for (int64_t l = 0; l < s->kv.n_layers && st == LMC_OK; l++) {
+        int64_t w = d && !d->rope.long_inv_freq ? d->layers[l].sliding_window : 0;
+        st = max_kv > 0 ? lmc_kv_cache_set_rotating(&s->kv, l, max_kv - LMC_KV_SINKS, LMC_KV_SINKS)
+                        : lmc_kv_cache_set_window(&s->kv, l, w > 0 ? w : 0);
+    }
+    s->max_kv = st == LMC_OK ? max_kv : 0;
+    return st;
+}
+
 lmc_status lmc_session_create(lmc_model *model, int32_t max_tokens, lmc_session **out) {
     if (!out) return lmc_error(LMC_ERR_INVALID_ARG, "lmc_session_create: out is NULL");
     *out = NULL;
@@ -23,16 +53,7 @@ lmc_status lmc_session_create(lmc_model *model, int32_t max_tokens, lmc_session 
     const lmc_model_config *c = &model->cfg;
     lmc_status st = lmc_kv_cache_init(&s->kv, c->num_hidden_layers, c->num_key_value_heads,
                                       c->head_dim, s->max_tokens);
-    /* Sliding-window layers of decoder models get rotating caches, bounded
-     * by their window; full-attention layers keep every position. Not with
-     * longrope: its switch to the long factors re-runs the whole sequence in
-     * one batch, which needs every position kept. */
-    const lmc_decoder *d = model->arch->decoder ? model->arch->decoder(model) : NULL;
-    if (st == LMC_OK && d && !d->rope.long_inv_freq) {
-        for (int64_t l = 0; l < d->n_layers && st == LMC_OK; l++)
-            if (d->layers[l].sliding_window > 0)
-                st = lmc_kv_cache_set_window(&s->kv, l, d->layers[l].sliding_window);
-    }
+    if (st == LMC_OK) st = lmc_session_set_max_kv(s, 0);
     if (st != LMC_OK) {
         lmc_kv_cache_free(&s->kv);
         free(s);
@@ -67,12 +88,13 @@ static bool can_truncate(const lmc_session *s, int64_t n) {
     if (n >= c->length) return true;
     for (int64_t l = 0; l < c->n_layers; l++) {
         const lmc_kv_layer *L = &c->layers[l];
-        if (!L->window || c->length <= L->capacity) continue;
-        /* position n attends back to n - window + 1; the ring holds the
-         * positions from length - capacity on */
+        int64_t ring = L->capacity - L->keep;
+        if (!L->window || c->length - L->keep <= ring) continue;
+        /* position n attends back to n - window + 1 (and to the sinks); the
+         * ring holds the positions from length - ring on */
         int64_t need = n - L->window + 1;
-        if (need < 0) need = 0;
-        if (need < c->length - L->capacity) return false;
+        if (need < L->keep) need = L->keep;
+        if (need < c->length - ring) return false;
     }
     const lmc_decoder *d = s->model->arch->decoder ? s->model->arch->decoder(s->model) : NULL;
     if (d && d->rope.long_inv_freq && lmc_rope_uses_long(&d->rope, c->length) &&
@@ -203,6 +225,10 @@ static int64_t first_held(const lmc_kv_cache *c, const lmc_kv_layer *L) {
 lmc_status lmc_session_save(const lmc_session *s, const char *path) {
     if (!s || !path) return lmc_error(LMC_ERR_INVALID_ARG, "lmc_session_save: bad arguments");
     const lmc_kv_cache *c = &s->kv;
+    for (int64_t l = 0; l < c->n_layers; l++)
+        if (c->layers[l].keep)
+            return lmc_error(LMC_ERR_UNSUPPORTED,
+                             "saving a session made with max_kv_size is not supported yet");
     char *tmp = lmc_sprintf("%s.tmp-%ld", path, (long)getpid());
     if (!tmp) return lmc_error(LMC_ERR_NOMEM, "out of memory");
     wbuf w = {.f = fopen(tmp, "wb"), .h = FNV0};

@@ -1,6 +1,6 @@
 /* Grouped-query causal attention over the KV cache, as transformers' eager
  * attention: softmax(q k^T * scale + mask) v in float32. Keys are read in
- * position order from slot position % capacity, so a rotating layer's ring
+ * position order from their slots (lmc_kv_slot), so a rotating layer's ring
  * gives the same sums in the same order as a full cache. */
 #include "nn/nn.h"
 
@@ -27,10 +27,11 @@ static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
     for (int64_t idx = b; idx < e; idx++) {
         int64_t t = idx / p->n_heads, h = idx % p->n_heads, kvh = h / group;
         int64_t pos = j->start + t;
-        int64_t lo = 0;
-        if (p->sliding_window > 0 && pos - p->sliding_window + 1 > 0)
-            lo = pos - p->sliding_window + 1;
-        int64_t n = pos - lo + 1;
+        /* the keys seen: [lo, pos], and a rotating layer's sinks [0, sinks) */
+        int64_t window = L->keep ? L->window : p->sliding_window, lo = 0;
+        if (window > 0 && pos - window + 1 > 0) lo = pos - window + 1;
+        int64_t sinks = L->keep < lo ? L->keep : lo;
+        int64_t n = sinks + pos - lo + 1;
         float *s = lmc_thread_scratch(LMC_SCRATCH_ATTENTION, (size_t)n * sizeof(float));
         if (!s) {
             atomic_store(&j->failed, true);
@@ -39,8 +40,10 @@ static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
         const float *qv = j->q + (t * p->n_heads + h) * hd;
         const float *keys = L->k + kvh * cap * hd;
         const float *vals = L->v + kvh * cap * hd;
-        int64_t first = lo % cap; /* = lo unless the layer is a ring that wrapped */
-        for (int64_t i = 0, slot = first; i < n; i++, slot = slot + 1 == cap ? 0 : slot + 1) {
+        /* slots: the sinks, then the ring from lo's slot, wrapping to keep */
+        int64_t first = lmc_kv_slot(L, lo);
+        for (int64_t i = 0, slot = 0; i < n; i++) {
+            slot = i < sinks ? i : i == sinks ? first : slot + 1 == cap ? L->keep : slot + 1;
             float x = k->dot_f32(qv, keys + slot * hd, hd) * p->scale;
             if (p->softcap > 0) x = tanhf(x / p->softcap) * p->softcap;
             s[i] = x;
@@ -48,8 +51,10 @@ static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
         lmc_softmax(s, n);
         float *o = j->out + (t * p->n_heads + h) * hd;
         memset(o, 0, (size_t)hd * sizeof(float));
-        for (int64_t i = 0, slot = first; i < n; i++, slot = slot + 1 == cap ? 0 : slot + 1)
+        for (int64_t i = 0, slot = 0; i < n; i++) {
+            slot = i < sinks ? i : i == sinks ? first : slot + 1 == cap ? L->keep : slot + 1;
             k->axpy(s[i], vals + slot * hd, o, hd);
+        }
     }
 }
 

@@ -45,6 +45,7 @@ lmc_status lmc_kv_cache_set_window(lmc_kv_cache *c, int64_t layer, int64_t windo
         return lmc_error(LMC_ERR_INVALID_ARG,
                          "KV cache: a layer's window can only change while the cache is empty");
     c->layers[layer].window = window;
+    if (!window) c->layers[layer].keep = 0;
     int64_t smallest = 0;
     for (int64_t l = 0; l < c->n_layers; l++) {
         int64_t w = c->layers[l].window;
@@ -54,13 +55,24 @@ lmc_status lmc_kv_cache_set_window(lmc_kv_cache *c, int64_t layer, int64_t windo
     c->capacity = 0;
     for (int64_t l = 0; l < c->n_layers; l++) {
         lmc_kv_layer *L = &c->layers[l];
-        L->limit = L->window ? L->window + c->max_batch - 1 : 0;
+        L->limit = L->window ? L->keep + L->window + c->max_batch - 1 : 0;
         if (L->limit > c->max_capacity) L->limit = c->max_capacity;
         /* Empty cache: buffers of the wrong size are simply dropped. */
         if (L->window && L->capacity > L->limit) free_layer(L);
         if (L->capacity > c->capacity) c->capacity = L->capacity;
     }
     return LMC_OK;
+}
+
+lmc_status lmc_kv_cache_set_rotating(lmc_kv_cache *c, int64_t layer, int64_t window, int64_t keep) {
+    if (layer < 0 || layer >= c->n_layers || window <= 0 || keep < 0)
+        return lmc_error(LMC_ERR_INVALID_ARG, "KV cache: bad layer %lld, window %lld or keep %lld",
+                         (long long)layer, (long long)window, (long long)keep);
+    if (c->length > 0)
+        return lmc_error(LMC_ERR_INVALID_ARG,
+                         "KV cache: a layer's window can only change while the cache is empty");
+    c->layers[layer].keep = keep;
+    return lmc_kv_cache_set_window(c, layer, window);
 }
 
 static float *regrow(float *old, int64_t heads, int64_t old_cap, int64_t new_cap, int64_t hd,
@@ -122,7 +134,7 @@ void lmc_kv_cache_store(lmc_kv_cache *c, int64_t layer, int64_t start, const flo
     lmc_kv_layer *L = &c->layers[layer];
     int64_t hd = c->head_dim;
     for (int64_t t = 0; t < T; t++) {
-        int64_t slot = (start + t) % L->capacity;
+        int64_t slot = lmc_kv_slot(L, start + t);
         for (int64_t h = 0; h < c->n_kv_heads; h++) {
             size_t dst = (size_t)((h * L->capacity + slot) * hd);
             size_t src = (size_t)((t * c->n_kv_heads + h) * hd);

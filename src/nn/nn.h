@@ -92,7 +92,14 @@ typedef struct lmc_kv_layer {
     int64_t capacity; /* slots allocated */
     int64_t window;   /* 0 = keeps every position */
     int64_t limit;    /* most slots a rotating layer takes */
+    int64_t keep;     /* a rotating layer's first `keep` positions stay (attention sinks) */
 } lmc_kv_layer;
+
+/* The slot of position p: sinks first, then the ring (p % capacity without sinks). */
+static inline int64_t lmc_kv_slot(const lmc_kv_layer *L, int64_t p) {
+    if (p < L->keep) return p;
+    return L->keep + (p - L->keep) % (L->capacity - L->keep);
+}
 
 typedef struct lmc_kv_cache {
     lmc_kv_layer *layers;
@@ -121,6 +128,11 @@ lmc_status lmc_kv_cache_init(lmc_kv_cache *c, int64_t n_layers, int64_t n_kv_hea
  * into batches of at most max_batch tokens. */
 #define LMC_KV_MIN_BATCH 16
 lmc_status lmc_kv_cache_set_window(lmc_kv_cache *c, int64_t layer, int64_t window);
+/* Like set_window, but the first `keep` positions stay too and attention
+ * sees them plus the last `window` (mlx-lm's RotatingKVCache(max_size =
+ * keep + window, keep)): every query of the layer, whatever its own
+ * sliding window. */
+lmc_status lmc_kv_cache_set_rotating(lmc_kv_cache *c, int64_t layer, int64_t window, int64_t keep);
 /* Makes room for positions up to `needed` (grows geometrically up to max;
  * rotating layers up to their limit). LMC_ERR_RANGE past max_capacity;
  * LMC_ERR_INVALID_ARG when needed - length exceeds max_batch. */
