@@ -126,7 +126,13 @@ static int32_t filter(const lmc_sampler_state *s, const float *logits, int32_t V
         sum += p;
         n++;
     }
-    for (int32_t i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
+    float pmax = 0;
+    double all = 0; /* top-p without top-k measures against every candidate */
+    for (int32_t i = 0; i < n; i++) {
+        c[i].p = (float)(c[i].p / sum);
+        pmax = c[i].p > pmax ? c[i].p : pmax;
+        all += c[i].p;
+    }
     bool k_on = s->top_k > 0 && s->top_k < n;
     bool p_on = s->top_p > 0 && s->top_p < 1;
     bool m_on = s->min_p > 0;
@@ -135,12 +141,6 @@ static int32_t filter(const lmc_sampler_state *s, const float *logits, int32_t V
      * threshold t, when those alone hold the top k, reach top_p, and t is at
      * most min_p's cut (everything below t would be dropped anyway, since the
      * filters keep a prefix of the sorted order). */
-    float pmax = 0;
-    double all = 0; /* top-p without top-k measures against every candidate */
-    for (int32_t i = 0; i < n; i++) {
-        pmax = c[i].p > pmax ? c[i].p : pmax;
-        all += c[i].p;
-    }
     for (float t = pmax * 1e-2f; t > pmax * 1e-9f; t *= 1e-3f) {
         if (m_on && t > pmax * s->min_p) t = pmax * s->min_p;
         int32_t kept = 0;

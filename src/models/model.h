@@ -19,8 +19,6 @@ struct lmc_session {
     lmc_model *model;
     lmc_kv_cache kv;
     int64_t max_tokens;
-    int32_t *tokens; /* the kv.length tokens the cache holds */
-    int64_t tokens_cap;
     int32_t max_kv; /* 0, or the rotating size every layer was given */
 };
 

@@ -66,7 +66,6 @@ lmc_status lmc_session_create(lmc_model *model, int32_t max_tokens, lmc_session 
 void lmc_session_free(lmc_session *s) {
     if (!s) return;
     lmc_kv_cache_free(&s->kv);
-    free(s->tokens);
     free(s);
 }
 
@@ -79,7 +78,7 @@ int32_t lmc_session_position(const lmc_session *s) {
 }
 
 const int32_t *lmc_session_tokens(const lmc_session *s) {
-    return s ? s->tokens : NULL;
+    return s ? s->kv.tokens : NULL;
 }
 
 /* Whether the cache can go back to n tokens (see lmc_session_truncate). */
@@ -117,19 +116,6 @@ lmc_status lmc_session_truncate(lmc_session *s, int32_t n) {
     return LMC_OK;
 }
 
-static lmc_status remember(lmc_session *s, const int32_t *tokens, int64_t start, int64_t n) {
-    if (start + n > s->tokens_cap) {
-        int64_t cap = s->tokens_cap ? s->tokens_cap : 256;
-        while (cap < start + n) cap *= 2;
-        int32_t *p = realloc(s->tokens, (size_t)cap * sizeof *p);
-        if (!p) return lmc_error(LMC_ERR_NOMEM, "out of memory");
-        s->tokens = p;
-        s->tokens_cap = cap;
-    }
-    memcpy(s->tokens + start, tokens, (size_t)n * sizeof *tokens);
-    return LMC_OK;
-}
-
 lmc_status lmc_session_forward(lmc_session *s, const int32_t *tokens, int32_t n, int all_positions,
                                float *logits_out) {
     if (!s || (!tokens && n > 0) || n < 0)
@@ -156,7 +142,7 @@ lmc_status lmc_session_forward(lmc_session *s, const int32_t *tokens, int32_t n,
         else if (logits_out && off + m == n)
             lg = logits_out;
         int64_t start = s->kv.length;
-        lmc_status st = remember(s, tokens + off, start, m);
+        lmc_status st = lmc_kv_cache_remember(&s->kv, tokens + off, start, m);
         if (st == LMC_OK)
             st = s->model->arch->forward(s->model, &s->kv, tokens + off, m, all_positions != 0, lg);
         if (st != LMC_OK) return st;
@@ -246,7 +232,7 @@ lmc_status lmc_session_save(const lmc_session *s, const char *path) {
     put_u32(&w, (uint32_t)c->n_kv_heads);
     put_u32(&w, (uint32_t)c->head_dim);
     put_u32(&w, (uint32_t)c->length);
-    if (c->length) put(&w, s->tokens, (size_t)c->length * sizeof(int32_t));
+    if (c->length) put(&w, c->tokens, (size_t)c->length * sizeof(int32_t));
     for (int64_t l = 0; l < c->n_layers; l++) {
         const lmc_kv_layer *L = &c->layers[l];
         int64_t first = first_held(c, L);
@@ -317,14 +303,14 @@ static lmc_status load_body(lmc_session *s, const char *path, rbuf *r) {
         return lmc_error(LMC_ERR_RANGE, "%s: %u tokens exceed the session's context of %lld", path,
                          n, (long long)s->max_tokens);
     if ((uint64_t)n * 4 > r->n - r->off) return lmc_error(LMC_ERR_FORMAT, "%s: truncated", path);
-    lmc_status st = remember(s, (const int32_t *)(const void *)(r->p + r->off), 0, n);
+    lmc_status st = lmc_kv_cache_remember(c, (const int32_t *)(const void *)(r->p + r->off), 0, n);
     if (st != LMC_OK) return st;
     r->off += (size_t)n * 4;
     int64_t V = s->model->cfg.vocab_size;
     for (uint32_t i = 0; i < n; i++)
-        if (s->tokens[i] < 0 || s->tokens[i] >= V)
+        if (c->tokens[i] < 0 || c->tokens[i] >= V)
             return lmc_error(LMC_ERR_FORMAT, "%s: token %d outside the vocabulary", path,
-                             s->tokens[i]);
+                             c->tokens[i]);
     /* Fill the cache batch by batch as forwards would (reserve takes at most
      * max_batch new positions at a time), then copy each layer's keys and
      * values into their slots. */
@@ -370,18 +356,6 @@ lmc_status lmc_session_load(lmc_session *s, const char *path) {
     if (st != LMC_OK) return st;
     rbuf r = {.p = f.data, .n = f.size};
     st = load_body(s, path, &r);
-    /* longrope models keep their own copy of the tokens (to re-run them) */
-    const lmc_decoder *d = s->model->arch->decoder ? s->model->arch->decoder(s->model) : NULL;
-    if (st == LMC_OK && d && d->rope.long_inv_freq && s->kv.length > 0) {
-        int32_t *t = realloc(s->kv.tokens, (size_t)s->tokens_cap * sizeof *t);
-        if (!t) {
-            st = lmc_error(LMC_ERR_NOMEM, "out of memory");
-        } else {
-            memcpy(t, s->tokens, (size_t)s->kv.length * sizeof *t);
-            s->kv.tokens = t;
-            s->kv.tokens_cap = s->tokens_cap;
-        }
-    }
     if (st != LMC_OK) lmc_session_reset(s);
     lmc_unmap_file(&f);
     return st;

@@ -114,25 +114,11 @@ static void add_into(float *x, const float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-/* Keeps the token of every cached position (kv->tokens), for longrope. */
-static lmc_status remember_tokens(lmc_kv_cache *kv, const int32_t *tokens, int64_t start,
-                                  int64_t T) {
-    if (start + T > kv->tokens_cap) {
-        int64_t cap = kv->tokens_cap ? kv->tokens_cap : 256;
-        while (cap < start + T) cap *= 2;
-        int32_t *p = realloc(kv->tokens, (size_t)cap * sizeof *p);
-        if (!p) return lmc_error(LMC_ERR_NOMEM, "out of memory for the token history");
-        kv->tokens = p;
-        kv->tokens_cap = cap;
-    }
-    memcpy(kv->tokens + start, tokens, (size_t)T * sizeof *tokens);
-    return LMC_OK;
-}
-
 /* Phi3/PhiMoE prepare_inputs_for_generation (transformers): the first time
  * the sequence grows past original_max_position_embeddings the cache,
  * rotated with the short factors, is dropped and the whole sequence is run
- * again (now with the long factors). Same here, from the token history. */
+ * again (now with the long factors). Same here, from the token history
+ * (kv->tokens, which the session records before each forward). */
 static lmc_status rerun_with_long_factors(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *tokens,
                                           int64_t T, bool all_positions, float *logits) {
     int64_t start = kv->length, n = start + T, V = d->vocab;
@@ -165,7 +151,6 @@ lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *
         return rerun_with_long_factors(d, kv, tokens, T, all_positions, logits);
     lmc_status st = lmc_kv_cache_reserve(kv, start + T);
     if (st != LMC_OK) return st;
-    if (longrope && (st = remember_tokens(kv, tokens, start, T)) != LMC_OK) return st;
     size_t n_floats = (size_t)(T * (3 * H + 2 * qd + 2 * kd + (qd + 2 * kd)));
     float *buf = lmc_alloc_aligned(n_floats * sizeof(float));
     int32_t *pos = malloc((size_t)T * sizeof *pos);

@@ -122,6 +122,19 @@ lmc_status lmc_kv_cache_reserve(lmc_kv_cache *c, int64_t needed) {
     return LMC_OK;
 }
 
+lmc_status lmc_kv_cache_remember(lmc_kv_cache *c, const int32_t *tokens, int64_t start, int64_t n) {
+    if (start + n > c->tokens_cap) {
+        int64_t cap = c->tokens_cap ? c->tokens_cap : 256;
+        while (cap < start + n) cap *= 2;
+        int32_t *p = realloc(c->tokens, (size_t)cap * sizeof *p);
+        if (!p) return lmc_error(LMC_ERR_NOMEM, "out of memory for the token history");
+        c->tokens = p;
+        c->tokens_cap = cap;
+    }
+    memcpy(c->tokens + start, tokens, (size_t)n * sizeof *tokens);
+    return LMC_OK;
+}
+
 size_t lmc_kv_cache_bytes(const lmc_kv_cache *c) {
     size_t n = 0;
     for (int64_t l = 0; l < c->n_layers; l++)

@@ -108,8 +108,8 @@ typedef struct lmc_kv_cache {
     int64_t max_capacity;
     int64_t length;    /* positions filled */
     int64_t max_batch; /* most tokens one forward may add; 0 = any (no rotating layer) */
-    /* the token at each filled position, kept only by models that may have to
-     * recompute the cache (longrope's switch to long factors); NULL otherwise */
+    /* the token at each filled position (lmc_kv_cache_remember): the
+     * session's prompt cache, and what longrope re-runs */
     int32_t *tokens;
     int64_t tokens_cap;
     /* optional, owned by whoever set it: MoE expert invocation counts of
@@ -138,6 +138,9 @@ lmc_status lmc_kv_cache_set_rotating(lmc_kv_cache *c, int64_t layer, int64_t win
  * LMC_ERR_INVALID_ARG when needed - length exceeds max_batch. */
 lmc_status lmc_kv_cache_reserve(lmc_kv_cache *c, int64_t needed);
 void lmc_kv_cache_free(lmc_kv_cache *c);
+/* Records tokens[0..n) as the tokens of positions start.. (before the
+ * forward that fills them). */
+lmc_status lmc_kv_cache_remember(lmc_kv_cache *c, const int32_t *tokens, int64_t start, int64_t n);
 /* Bytes of keys and values allocated. */
 size_t lmc_kv_cache_bytes(const lmc_kv_cache *c);
 /* Stores k, v [T, n_kv_heads, head_dim] of layer at positions start.. */
