@@ -422,7 +422,7 @@ static void test_cli_broken_folders(void **state) {
     expect_logits_fail(c, "1", "model_type 'bert' is not supported");
     /* No such folder. */
     expect_cli_fails("logits --model /nonexistent/m --tokens 1 --out /tmp/lmc-never-written",
-                     "/nonexistent/m/config.json");
+                     "no folder /nonexistent/m");
 }
 
 int main(void) {

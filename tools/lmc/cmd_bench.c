@@ -1,4 +1,4 @@
-/* lmc bench --model DIR [--prompt-tokens N] [--gen-tokens N] [--reps R]
+/* lmc bench [--model M] [--prompt-tokens N] [--gen-tokens N] [--reps R]
  * Prompt (prefill) and generation (decode) speed in tokens/s, mean and
  * standard deviation over repetitions, on random in-vocabulary prompts. */
 #include "cli.h"
@@ -23,54 +23,46 @@ static void mean_sd(const double *v, int n, double *mean, double *sd) {
     *sd = n > 1 ? sqrt(ss / (n - 1)) : 0;
 }
 
-static void usage(void) {
-    fprintf(stderr, "usage: lmc bench --model DIR [--prompt-tokens N] [--gen-tokens N] "
-                    "[--reps R] [--threads N] [--exact]\n");
-}
-
 int cmd_bench(int argc, char **argv) {
-    const char *model_dir = NULL, *v;
-    long pp = 128, tg = 64, reps = 3, n;
-    for (int i = 1; i < argc; i++) {
-        if (cli_opt(argc, argv, &i, "--model", &v))
-            model_dir = v;
-        else if (cli_opt(argc, argv, &i, "--prompt-tokens", &v)) {
-            if (!v || !cli_parse_int(v, &pp) || pp < 1)
-                return cli_fail("bench", "bad --prompt-tokens");
-        } else if (cli_opt(argc, argv, &i, "--gen-tokens", &v)) {
-            if (!v || !cli_parse_int(v, &tg) || tg < 1)
-                return cli_fail("bench", "bad --gen-tokens");
-        } else if (cli_opt(argc, argv, &i, "--reps", &v)) {
-            if (!v || !cli_parse_int(v, &reps) || reps < 1 || reps > 1000)
-                return cli_fail("bench", "bad --reps");
-        } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
-            if (!v || !cli_parse_int(v, &n) || n < 0) return cli_fail("bench", "bad --threads");
-            lmc_set_num_threads((int)n);
-        } else if (!strcmp(argv[i], "--exact")) {
-            lmc_set_exact(1); /* f32 activations in quantized matmuls (lmc.h) */
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage();
-            return 0;
-        } else {
-            usage();
-            return cli_fail("bench", "unknown option '%s'", argv[i]);
-        }
-    }
-    if (!model_dir) {
-        usage();
-        return cli_fail("bench", "--model is required");
-    }
+    const char *spec = NULL;
+    long pp = 128, tg = 64, reps = 3;
+    const cli_option opts[] = {
+        {"model", 'm', CLI_STR, &spec, "M",
+         "a folder, registry name or cached hub id (default: the shipped model)", 0, 0, NULL},
+        {"prompt-tokens", 'p', CLI_INT, &pp, "N", "prompt (prefill) tokens (default 128)", 1,
+         1 << 20, NULL},
+        {"gen-tokens", 'n', CLI_INT, &tg, "N", "generated (decode) tokens (default 64)", 1, 1 << 20,
+         NULL},
+        {"reps", 'r', CLI_INT, &reps, "N", "repetitions (default 3)", 1, 1000, NULL},
+    };
+    const cli_command cmd = {
+        .name = "bench",
+        .synopsis = "[--model M] [-p N] [-n N] [-r N] [options]",
+        .about = "Prompt (prefill) and generation (decode) speed in tokens/s, mean and standard\n"
+                 "deviation over repetitions, on random in-vocabulary prompts.",
+        .options = opts,
+        .n_options = sizeof opts / sizeof opts[0],
+        .flags = CLI_MODEL_OPTIONS,
+        .examples = "  lmc bench -p 128 -n 64 -r 3 --threads 2\n"};
+    int r = cli_parse(&cmd, argc, argv);
+    if (r >= 0) return r;
+    char *model_dir = cli_model_dir("bench", spec);
+    if (!model_dir) return CLI_EXIT_ERROR;
     lmc_model *model = NULL;
     lmc_session *sess = NULL;
     double t_load = now();
     lmc_status st = lmc_model_load(model_dir, &model);
-    if (st != LMC_OK) return cli_fail_status("bench", st);
+    if (st != LMC_OK) {
+        lmc_free(model_dir);
+        return cli_fail_status("bench", st);
+    }
     t_load = now() - t_load;
     lmc_model_info info;
     lmc_model_get_info(model, &info);
     st = lmc_session_create(model, (int32_t)(pp + tg + 1), &sess);
     if (st != LMC_OK) {
         lmc_model_free(model);
+        lmc_free(model_dir);
         return cli_fail_status("bench", st);
     }
     int32_t *prompt = malloc((size_t)pp * sizeof *prompt);
@@ -80,7 +72,7 @@ int cmd_bench(int argc, char **argv) {
     srand(1234);
     int rc = 0;
     /* One untimed warm-up pass pages the weights in. */
-    for (long r = -1; r < reps && rc == 0; r++) {
+    for (long rep = -1; rep < reps && rc == 0; rep++) {
         for (long i = 0; i < pp; i++) prompt[i] = rand() % info.vocab_size;
         lmc_session_reset(sess);
         double t0 = now();
@@ -93,9 +85,9 @@ int cmd_bench(int argc, char **argv) {
         }
         double t2 = now();
         if (st != LMC_OK) rc = cli_fail_status("bench", st);
-        if (r >= 0) {
-            pp_rate[r] = (double)pp / (t1 - t0);
-            tg_rate[r] = (double)tg / (t2 - t1);
+        if (rep >= 0) {
+            pp_rate[rep] = (double)pp / (t1 - t0);
+            tg_rate[rep] = (double)tg / (t2 - t1);
         }
     }
     if (rc == 0) {
@@ -122,5 +114,6 @@ int cmd_bench(int argc, char **argv) {
     free(tg_rate);
     lmc_session_free(sess);
     lmc_model_free(model);
+    lmc_free(model_dir);
     return rc;
 }

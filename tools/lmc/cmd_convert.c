@@ -19,20 +19,6 @@ static void on_signal(int sig) {
     g_stop = 1;
 }
 
-static void usage(void) {
-    fprintf(stderr,
-            "usage: lmc convert --model IN --out OUT [-q] [--q-bits B] [--q-group-size G]\n"
-            "                   [--quant-predicate mixed_2_6|mixed_3_4|mixed_3_6|mixed_4_6]\n"
-            "                   [--dtype f16|bf16|f32] [--dequantize] [--max-shard-size SIZE]\n"
-            "                   [--force]\n"
-            "  -q, --quantize        MLX affine quantization (default 4 bits, group 64)\n"
-            "  --dtype               dtype of the dense tensors, scales and biases\n"
-            "                        (default: config.json's torch_dtype)\n"
-            "  -d, --dequantize      an MLX-quantized folder back to dense weights\n"
-            "  --max-shard-size      bytes per safetensors file, e.g. 5GB (default 5GiB)\n"
-            "  --force               replace an existing OUT model folder\n");
-}
-
 typedef struct bar {
     bool tty;
     int last;
@@ -75,59 +61,69 @@ static bool parse_size(const char *s, uint64_t *out) {
 int cmd_convert(int argc, char **argv) {
     lmc_convert_params p;
     lmc_convert_params_default(&p);
-    const char *v;
-    for (int i = 1; i < argc; i++) {
-        long n;
-        if (cli_opt(argc, argv, &i, "--model", &v) || cli_opt(argc, argv, &i, "--hf-path", &v)) {
-            p.input_dir = v;
-        } else if (cli_opt(argc, argv, &i, "--out", &v) ||
-                   cli_opt(argc, argv, &i, "--mlx-path", &v)) {
-            p.output_dir = v;
-        } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quantize")) {
-            p.quantize = 1;
-        } else if (!strcmp(argv[i], "-d") || !strcmp(argv[i], "--dequantize")) {
-            p.dequantize = 1;
-        } else if (!strcmp(argv[i], "--force")) {
-            p.force = 1;
-        } else if (cli_opt(argc, argv, &i, "--q-bits", &v)) {
-            if (!v || !cli_parse_int(v, &n) || n <= 0 || n > 64)
-                return cli_fail("convert", "bad --q-bits");
-            p.q_bits = (int)n;
-        } else if (cli_opt(argc, argv, &i, "--q-group-size", &v)) {
-            if (!v || !cli_parse_int(v, &n) || n <= 0 || n > 4096)
-                return cli_fail("convert", "bad --q-group-size");
-            p.q_group_size = (int)n;
-        } else if (cli_opt(argc, argv, &i, "--quant-predicate", &v)) {
-            if (!v) return cli_fail("convert", "--quant-predicate needs a recipe");
-            p.quant_predicate = v;
-        } else if (cli_opt(argc, argv, &i, "--dtype", &v)) {
-            if (!v) return cli_fail("convert", "--dtype needs a value");
-            if (!strcmp(v, "f16") || !strcmp(v, "float16"))
-                p.dtype = LMC_CONVERT_DTYPE_F16;
-            else if (!strcmp(v, "bf16") || !strcmp(v, "bfloat16"))
-                p.dtype = LMC_CONVERT_DTYPE_BF16;
-            else if (!strcmp(v, "f32") || !strcmp(v, "float32"))
-                p.dtype = LMC_CONVERT_DTYPE_F32;
-            else
-                return cli_fail("convert", "--dtype must be f16, bf16 or f32");
-        } else if (cli_opt(argc, argv, &i, "--max-shard-size", &v)) {
-            if (!v || !parse_size(v, &p.max_shard_bytes))
-                return cli_fail("convert", "bad --max-shard-size (e.g. 5GB, 500MB, 2GiB)");
-        } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
-            if (!v || !cli_parse_int(v, &n) || n < 0) return cli_fail("convert", "bad --threads");
-            lmc_set_num_threads((int)n);
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage();
-            return 0;
-        } else {
-            usage();
-            return cli_fail("convert", "unknown option '%s'", argv[i]);
-        }
+    const char *in = NULL, *out = NULL, *hf = NULL, *mlx = NULL, *dtype = NULL, *shard = NULL,
+               *pred = NULL;
+    bool quantize = false, dequantize = false, force = false;
+    long bits = p.q_bits, group = p.q_group_size;
+    const cli_option opts[] = {
+        {"model", 'm', CLI_STR, &in, "IN", "the folder to convert", 0, 0, NULL},
+        {"hf-path", 0, CLI_STR, &hf, "IN", "the same as --model (mlx_lm.convert's name)", 0, 0,
+         NULL},
+        {"out", 'o', CLI_STR, &out, "OUT", "the folder to write", 0, 0, NULL},
+        {"mlx-path", 0, CLI_STR, &mlx, "OUT", "the same as --out (mlx_lm.convert's name)", 0, 0,
+         NULL},
+        {"quantize", 'q', CLI_FLAG, &quantize, NULL,
+         "MLX affine quantization (default 4 bits, group 64)", 0, 0, NULL},
+        {"q-bits", 0, CLI_INT, &bits, "B", "bits per weight (2, 3, 4, 5, 6 or 8)", 1, 64, NULL},
+        {"q-group-size", 0, CLI_INT, &group, "G", "weights per scale and bias (32, 64 or 128)", 1,
+         4096, NULL},
+        {"quant-predicate", 0, CLI_STR, &pred, "R",
+         "mixed-precision recipe: mixed_2_6, mixed_3_4, mixed_3_6 or mixed_4_6", 0, 0, NULL},
+        {"dtype", 0, CLI_STR, &dtype, "T",
+         "f16, bf16 or f32: dense tensors, scales and biases (default: config.json's)", 0, 0, NULL},
+        {"dequantize", 'd', CLI_FLAG, &dequantize, NULL,
+         "an MLX-quantized folder back to dense weights", 0, 0, NULL},
+        {"max-shard-size", 0, CLI_STR, &shard, "SIZE",
+         "bytes per safetensors file, e.g. 5GB (default 5GiB)", 0, 0, NULL},
+        {"force", 0, CLI_FLAG, &force, NULL, "replace an existing OUT model folder", 0, 0, NULL},
+    };
+    const cli_command cmd = {
+        .name = "convert",
+        .synopsis = "--model IN --out OUT [-q [--q-bits B] [--q-group-size G]] [options]",
+        .about = "mlx_lm.convert: a Hugging Face or MLX folder to an MLX folder (quantized with\n"
+                 "-q, bit-identical to mlx), or back to dense with --dequantize. A progress bar\n"
+                 "is drawn on a terminal; Ctrl-C stops and leaves nothing behind.",
+        .options = opts,
+        .n_options = sizeof opts / sizeof opts[0],
+        .flags = CLI_MODEL_OPTIONS,
+        .examples =
+            "  lmc convert --model hf-folder --out mlx-4bit -q --q-bits 4 --q-group-size 64\n"
+            "  lmc convert --model mlx-4bit --out dense --dequantize --dtype f32\n"};
+    int r = cli_parse(&cmd, argc, argv);
+    if (r >= 0) return r;
+    p.input_dir = in ? in : hf;
+    p.output_dir = out ? out : mlx;
+    if (!p.input_dir || !p.output_dir)
+        return cli_usage_error("convert", "--model and --out are required");
+    p.quantize = quantize;
+    p.dequantize = dequantize;
+    p.force = force;
+    p.q_bits = (int)bits;
+    p.q_group_size = (int)group;
+    p.quant_predicate = pred;
+    if (dtype) {
+        if (!strcmp(dtype, "f16") || !strcmp(dtype, "float16"))
+            p.dtype = LMC_CONVERT_DTYPE_F16;
+        else if (!strcmp(dtype, "bf16") || !strcmp(dtype, "bfloat16"))
+            p.dtype = LMC_CONVERT_DTYPE_BF16;
+        else if (!strcmp(dtype, "f32") || !strcmp(dtype, "float32"))
+            p.dtype = LMC_CONVERT_DTYPE_F32;
+        else
+            return cli_usage_error("convert", "--dtype must be f16, bf16 or f32, not '%s'", dtype);
     }
-    if (!p.input_dir || !p.output_dir) {
-        usage();
-        return cli_fail("convert", "--model and --out are required");
-    }
+    if (shard && !parse_size(shard, &p.max_shard_bytes))
+        return cli_usage_error("convert", "bad --max-shard-size '%s' (e.g. 5GB, 500MB, 2GiB)",
+                               shard);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

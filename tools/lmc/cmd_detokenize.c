@@ -1,41 +1,37 @@
-/* lmc detokenize --model DIR --ids 1,2,3 [--skip-special]
+/* lmc detokenize [--model M] --ids 1,2,3 [--skip-special]
  * Prints the decoded text exactly (no newline is added). */
 #include "cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-
-static void usage(void) {
-    fprintf(stderr, "usage: lmc detokenize --model DIR --ids 1,2,3 [--skip-special]\n");
-}
 
 int cmd_detokenize(int argc, char **argv) {
-    const char *dir = NULL, *ids_arg = NULL, *v;
-    int skip = 0;
-    for (int i = 1; i < argc; i++) {
-        if (cli_opt(argc, argv, &i, "--model", &v))
-            dir = v;
-        else if (cli_opt(argc, argv, &i, "--ids", &v))
-            ids_arg = v;
-        else if (!strcmp(argv[i], "--skip-special"))
-            skip = 1;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage();
-            return 0;
-        } else {
-            usage();
-            return cli_fail("detokenize", "unknown option '%s'", argv[i]);
-        }
-    }
-    if (!dir || !ids_arg) {
-        usage();
-        return cli_fail("detokenize", "--model and --ids are required");
-    }
+    const char *spec = NULL, *ids_arg = NULL;
+    bool skip = false;
+    const cli_option opts[] = {
+        {"model", 'm', CLI_STR, &spec, "M",
+         "a folder, registry name or cached hub id (default: the shipped model)", 0, 0, NULL},
+        {"ids", 0, CLI_STR, &ids_arg, "IDS", "token ids, comma-separated", 0, 0, NULL},
+        {"skip-special", 0, CLI_FLAG, &skip, NULL, "leave special tokens out", 0, 0, NULL},
+    };
+    const cli_command cmd = {.name = "detokenize",
+                             .synopsis = "[--model M] --ids 1,2,3 [--skip-special]",
+                             .about = "Prints the text of token ids exactly (no newline added).",
+                             .options = opts,
+                             .n_options = sizeof opts / sizeof opts[0],
+                             .examples = "  lmc detokenize --ids 0,361,1240\n"};
+    int r = cli_parse(&cmd, argc, argv);
+    if (r >= 0) return r;
+    if (!ids_arg) return cli_usage_error("detokenize", "--ids is required");
     int32_t *ids = NULL;
     size_t n = 0;
     if (!cli_parse_ids(ids_arg, &ids, &n))
-        return cli_fail("detokenize", "--ids must be a comma-separated list of token ids");
+        return cli_usage_error("detokenize", "--ids must be a comma-separated list of token ids");
+    char *dir = cli_model_dir("detokenize", spec);
+    if (!dir) {
+        free(ids);
+        return CLI_EXIT_ERROR;
+    }
     lmc_tokenizer *tok = NULL;
     char *text = NULL;
     size_t len = 0;
@@ -48,6 +44,7 @@ int cmd_detokenize(int argc, char **argv) {
         rc = cli_fail("detokenize", "cannot write the output");
     }
     lmc_free(text);
+    lmc_free(dir);
     lmc_tokenizer_free(tok);
     free(ids);
     return rc;

@@ -1,232 +1,204 @@
-/* lmc generate --model DIR (--tokens 1,2,3 | --prompt TEXT) [--max-tokens N] [--temp T] ...
- * Prefills the prompt in one batch, decodes with the KV cache; prints ids
- * (--print-ids) or streams text. A text prompt goes through the model's chat
- * template when it has one (--no-template to skip), as mlx-lm does. */
+/* lmc generate: llm-tool's eval. Loads a model through the LLM factory (the
+ * VLM factory when images are given), prepares the user input (chat
+ * template unless --no-template) and streams the generated text. Ctrl-C
+ * stops the generation cleanly and prints the stats so far. */
 #include "cli.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(void) {
-    fprintf(stderr,
-            "usage: lmc generate --model DIR (--tokens 1,2,3 | --prompt TEXT [--system TEXT]\n"
-            "                    [--no-template]) [--max-tokens N] [--temp T]\n"
-            "                    [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]\n"
-            "                    [--seed S] [--ignore-eos] [--print-ids] [--stats] [--threads N]\n"
-            "                    [--exact]\n");
+static volatile sig_atomic_t g_interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    g_interrupted = 1;
 }
 
-typedef struct gen_out {
+typedef struct job {
+    lmc_user_input input;
+    lmc_generate_params params;
+    bool print_ids;
     int count;
-    bool ids; /* print ids, not text */
-} gen_out;
+    bool write_failed;
+    lmc_generate_result result;
+} job;
 
-static int print_token(int32_t token, const char *text, size_t len, void *ud) {
-    gen_out *o = ud;
-    if (o->ids) {
-        if (token >= 0) printf(o->count++ ? " %d" : "%d", token);
-    } else {
-        o->count++;
-        fwrite(text, 1, len, stdout);
+static int on_token(int32_t token, const char *text, size_t len, void *ud) {
+    job *j = ud;
+    if (j->print_ids) {
+        if (token >= 0 && printf(j->count++ ? " %d" : "%d", token) < 0) j->write_failed = true;
+    } else if (len && fwrite(text, 1, len, stdout) != len) {
+        j->write_failed = true;
     }
-    fflush(stdout);
-    return 0;
+    if (fflush(stdout) != 0) j->write_failed = true;
+    return g_interrupted || j->write_failed;
 }
 
-/* Appends s as a JSON string literal to buf (malloc'd, grown). */
-static bool json_string_append(char **buf, size_t *len, size_t *cap, const char *s) {
-    size_t need = *len + strlen(s) * 6 + 3;
-    if (need > *cap) {
-        char *b = realloc(*buf, need * 2);
-        if (!b) return false;
-        *buf = b;
-        *cap = need * 2;
+static lmc_status run(lmc_context *ctx, void *ud) {
+    job *j = ud;
+    if (!j->input.prompt && !j->input.tokens && !j->input.messages) {
+        const lmc_model_preset *p = lmc_context_preset(ctx);
+        j->input.prompt = p && p->default_prompt ? p->default_prompt : "Hello";
     }
-    char *p = *buf + *len;
-    *p++ = '"';
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') {
-            *p++ = '\\';
-            *p++ = (char)*c;
-        } else if (*c < 0x20) {
-            p += sprintf(p, "\\u%04x", *c);
-        } else {
-            *p++ = (char)*c;
-        }
-    }
-    *p++ = '"';
-    *p = '\0';
-    *len = (size_t)(p - *buf);
-    return true;
+    return lmc_context_generate(ctx, &j->input, &j->params, on_token, j, &j->result);
 }
 
-static char *messages_json(const char *system, const char *prompt) {
-    size_t len = 0, cap = 64;
-    char *b = malloc(cap);
-    if (!b) return NULL;
-    bool ok = true;
-#define LIT(str)                                                                                   \
-    do {                                                                                           \
-        size_t n_ = strlen(str);                                                                   \
-        if (len + n_ + 1 > cap) {                                                                  \
-            char *nb_ = realloc(b, (len + n_ + 1) * 2);                                            \
-            if (!nb_) {                                                                            \
-                free(b);                                                                           \
-                return NULL;                                                                       \
-            }                                                                                      \
-            b = nb_;                                                                               \
-            cap = (len + n_ + 1) * 2;                                                              \
-        }                                                                                          \
-        memcpy(b + len, str, n_ + 1);                                                              \
-        len += n_;                                                                                 \
-    } while (0)
-    LIT("[");
-    if (system) {
-        LIT("{\"role\": \"system\", \"content\": ");
-        ok = ok && json_string_append(&b, &len, &cap, system);
-        LIT("}, ");
-    }
-    LIT("{\"role\": \"user\", \"content\": ");
-    ok = ok && json_string_append(&b, &len, &cap, prompt);
-    LIT("}]");
-#undef LIT
-    if (!ok) {
-        free(b);
-        return NULL;
-    }
-    return b;
-}
-
-/* Token ids of a text prompt: through the chat template when the model has
- * one (its rendering carries the special tokens, so none are added), else
- * the text with the tokenizer's special tokens. */
-static lmc_status encode_prompt(const char *dir, const lmc_tokenizer *tok, const char *system,
-                                const char *prompt, bool use_template, int32_t **ids, size_t *n) {
-    if (use_template) {
-        char *msgs = messages_json(system, prompt), *rendered = NULL;
-        size_t rlen = 0;
-        if (!msgs) return LMC_ERR_NOMEM;
-        lmc_status st = lmc_chat_template_render(dir, msgs, 1, NULL, &rendered, &rlen);
-        free(msgs);
-        if (st == LMC_OK) {
-            st = lmc_tokenizer_encode(tok, rendered, rlen, 0, ids, n);
-            lmc_free(rendered);
-            return st;
-        }
-        if (st != LMC_ERR_NOT_FOUND) return st;
-    }
-    return lmc_tokenizer_encode(tok, prompt, strlen(prompt), LMC_ENCODE_ADD_SPECIAL, ids, n);
+void cli_print_stats(const lmc_generate_stats *s) {
+    fprintf(stderr,
+            "prompt: %d tokens (%d cached, %d computed), %.2f tokens/s; generated: %d tokens, "
+            "%.2f tokens/s; first token %.3f s; peak memory %.1f MB\n",
+            s->prompt_tokens, s->cached_tokens, s->prefill_tokens, s->prompt_tps,
+            s->generated_tokens, s->generate_tps, s->first_token_seconds,
+            (double)s->peak_memory_bytes / 1e6);
 }
 
 int cmd_generate(int argc, char **argv) {
-    const char *model_dir = NULL, *tokens_arg = NULL, *prompt = NULL, *system = NULL, *v;
-    bool print_ids = false, show_stats = false, use_template = true;
+    const char *spec = NULL, *prompt_arg = NULL, *system_arg = NULL, *tokens_arg = NULL;
+    cli_strs images = {0}, stops = {0};
+    bool no_template = false, stats = false, print_ids = false, ignore_eos = false;
     lmc_generate_params p;
     lmc_generate_params_default(&p);
-    for (int i = 1; i < argc; i++) {
-        long n;
-        double d;
-        if (cli_opt(argc, argv, &i, "--model", &v))
-            model_dir = v;
-        else if (cli_opt(argc, argv, &i, "--tokens", &v))
-            tokens_arg = v;
-        else if (cli_opt(argc, argv, &i, "--prompt", &v))
-            prompt = v;
-        else if (cli_opt(argc, argv, &i, "--system", &v))
-            system = v;
-        else if (!strcmp(argv[i], "--no-template"))
-            use_template = false;
-        else if (cli_opt(argc, argv, &i, "--max-tokens", &v)) {
-            if (!v || !cli_parse_int(v, &n) || n < 0 || n > 1 << 30)
-                return cli_fail("generate", "bad --max-tokens");
-            p.max_tokens = (int32_t)n;
-        } else if (cli_opt(argc, argv, &i, "--temp", &v)) {
-            if (!v || !cli_parse_float(v, &d) || d < 0) return cli_fail("generate", "bad --temp");
-            p.temperature = (float)d;
-        } else if (cli_opt(argc, argv, &i, "--top-k", &v)) {
-            if (!v || !cli_parse_int(v, &n) || n < 0) return cli_fail("generate", "bad --top-k");
-            p.top_k = (int32_t)n;
-        } else if (cli_opt(argc, argv, &i, "--top-p", &v)) {
-            if (!v || !cli_parse_float(v, &d) || d <= 0 || d > 1)
-                return cli_fail("generate", "bad --top-p");
-            p.top_p = (float)d;
-        } else if (cli_opt(argc, argv, &i, "--min-p", &v)) {
-            if (!v || !cli_parse_float(v, &d) || d < 0 || d > 1)
-                return cli_fail("generate", "bad --min-p");
-            p.min_p = (float)d;
-        } else if (cli_opt(argc, argv, &i, "--repetition-penalty", &v)) {
-            if (!v || !cli_parse_float(v, &d) || d <= 0)
-                return cli_fail("generate", "bad --repetition-penalty");
-            p.repetition_penalty = (float)d;
-        } else if (cli_opt(argc, argv, &i, "--seed", &v)) {
-            if (!v || !cli_parse_int(v, &n)) return cli_fail("generate", "bad --seed");
-            p.seed = (uint64_t)n;
-        } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
-            if (!v || !cli_parse_int(v, &n) || n < 0) return cli_fail("generate", "bad --threads");
-            lmc_set_num_threads((int)n);
-        } else if (!strcmp(argv[i], "--ignore-eos"))
-            p.ignore_eos = 1;
-        else if (!strcmp(argv[i], "--print-ids"))
-            print_ids = true;
-        else if (!strcmp(argv[i], "--stats"))
-            show_stats = true;
-        else if (!strcmp(argv[i], "--exact"))
-            lmc_set_exact(1); /* f32 activations */
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage();
-            return 0;
-        } else {
-            return cli_fail("generate", "unknown option '%s' (see 'lmc generate --help')", argv[i]);
-        }
+    long max_tokens = p.max_tokens, top_k = 0, rep_ctx = p.repetition_context, seed = 0;
+    double temp = p.temperature, top_p = 1, min_p = 0, rep = 1, presence = 0, frequency = 0;
+    bool seed_given = false;
+    const cli_option opts[] = {
+        {"model", 'm', CLI_STR, &spec, "M",
+         "a folder, registry name or cached hub id (default: the shipped model)", 0, 0, NULL},
+        {"prompt", 'p', CLI_STR, &prompt_arg, "TEXT",
+         "the prompt (@FILE reads FILE; default: the model's preset prompt)", 0, 0, NULL},
+        {"system", 0, CLI_STR, &system_arg, "TEXT", "a system message first (@FILE reads FILE)", 0,
+         0, NULL},
+        {"image", 0, CLI_STRS, &images, "PATH", "an image (uses the VLM factory)", 0, 0, NULL},
+        {"tokens", 0, CLI_STR, &tokens_arg, "IDS", "the prompt as token ids, comma-separated", 0, 0,
+         NULL},
+        {"max-tokens", 'n', CLI_INT, &max_tokens, "N", "tokens to generate (default 256)", 0,
+         1 << 30, NULL},
+        {"temp", 0, CLI_FLOAT, &temp, "T", "sampling temperature; 0 = greedy (default 0.8)", 0, 1e6,
+         NULL},
+        {"top-p", 0, CLI_FLOAT, &top_p, "P", "nucleus sampling: keep the top P of the mass", 1e-9,
+         1, NULL},
+        {"top-k", 0, CLI_INT, &top_k, "K", "keep the K most likely tokens (0 = off)", 0, 1 << 30,
+         NULL},
+        {"min-p", 0, CLI_FLOAT, &min_p, "P", "drop tokens below P x the most likely (0 = off)", 0,
+         1, NULL},
+        {"repetition-penalty", 0, CLI_FLOAT, &rep, "R",
+         "transformers' repetition penalty (1 = off)", 1e-6, 1e6, NULL},
+        {"repetition-context-size", 0, CLI_INT, &rep_ctx, "N",
+         "tokens the repetition penalty sees (default 64)", 1, 1 << 30, NULL},
+        {"presence-penalty", 0, CLI_FLOAT, &presence, "P",
+         "subtract P from each token seen in the last 20", -1e6, 1e6, NULL},
+        {"frequency-penalty", 0, CLI_FLOAT, &frequency, "P",
+         "subtract P x its count from each token of the last 20", -1e6, 1e6, NULL},
+        {"seed", 's', CLI_INT, &seed, "S", "sampling seed (default 0)", 0, 9.2e18, &seed_given},
+        {"stop", 0, CLI_STRS, &stops, "TEXT", "stop at this text", 0, 0, NULL},
+        {"no-template", 0, CLI_FLAG, &no_template, NULL,
+         "the prompt as plain text, not through the chat template", 0, 0, NULL},
+        {"ignore-eos", 0, CLI_FLAG, &ignore_eos, NULL, "go on past end-of-sequence tokens", 0, 0,
+         NULL},
+        {"print-ids", 0, CLI_FLAG, &print_ids, NULL, "print token ids, not text", 0, 0, NULL},
+        {"stats", 0, CLI_FLAG, &stats, NULL, "print speed and memory on stderr at the end", 0, 0,
+         NULL},
+    };
+    const cli_command cmd = {
+        .name = "generate",
+        .synopsis = "[--model M] [--prompt TEXT | --tokens IDS] [--image PATH]... [options]",
+        .about = "Generates text from a prompt and streams it to stdout. Without --model it runs\n"
+                 "the model shipped with lmc (models/" CLI_SHIPPED_DIR "). Ctrl-C stops the\n"
+                 "generation and prints the stats so far (exit status 130).",
+        .options = opts,
+        .n_options = sizeof opts / sizeof opts[0],
+        .flags = CLI_MODEL_OPTIONS,
+        .examples = "  lmc generate --prompt \"And God said,\" --no-template --max-tokens 64\n"
+                    "  lmc generate --model qwen3:4b --prompt @question.txt --temp 0.6 --stats\n"};
+    int r = cli_parse(&cmd, argc, argv);
+    if (r >= 0) {
+        cli_strs_free(&images);
+        cli_strs_free(&stops);
+        return r;
     }
-    if (!model_dir || (!tokens_arg == !prompt))
-        return cli_fail("generate", "--model and one of --tokens or --prompt are required (see "
-                                    "'lmc generate --help')");
+    int rc = CLI_EXIT_ERROR;
+    job j;
+    memset(&j, 0, sizeof j);
+    char *prompt = NULL, *system = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
+    lmc_container *c = NULL;
+    lmc_message msg;
+    if (tokens_arg && (prompt_arg || system_arg || images.n)) {
+        rc = cli_usage_error("generate", "--tokens excludes --prompt, --system and --image");
+        goto done;
+    }
     if (tokens_arg && (!cli_parse_ids(tokens_arg, &ids, &n_ids) || n_ids == 0)) {
-        free(ids);
-        return cli_fail("generate", "--tokens must be a comma-separated list of token ids");
+        rc = cli_usage_error("generate", "--tokens must be a comma-separated list of token ids");
+        goto done;
     }
-    lmc_model *model = NULL;
-    lmc_session *sess = NULL;
-    lmc_tokenizer *tok = NULL;
-    gen_out out = {0};
-    int rc = 1;
-    lmc_status st = LMC_OK;
-    /* Text comes in or goes out through the tokenizer (ids-only runs need none). */
-    if (prompt || !print_ids) st = lmc_tokenizer_load(model_dir, &tok);
-    if (st == LMC_OK && prompt)
-        st = encode_prompt(model_dir, tok, system, prompt, use_template, &ids, &n_ids);
-    if (st == LMC_OK && n_ids == 0) {
-        free(ids);
-        lmc_tokenizer_free(tok);
-        return cli_fail("generate", "the prompt encodes to no tokens");
-    }
-    out.ids = print_ids;
-    if (st == LMC_OK) st = lmc_model_load(model_dir, &model);
-    if (st == LMC_OK) st = lmc_session_create(model, (int32_t)n_ids + p.max_tokens + 1, &sess);
-    lmc_generate_result res = {0};
-    if (st == LMC_OK)
-        st = lmc_generate(sess, print_ids ? NULL : tok, ids, (int32_t)n_ids, &p, print_token, &out,
-                          &res);
-    lmc_generate_stats stats = res.stats;
-    lmc_generate_result_clear(&res);
-    if (st != LMC_OK) {
-        if (out.count) printf("\n");
-        rc = cli_fail_status("generate", st);
+    if (prompt_arg && !(prompt = cli_text_arg("generate", prompt_arg))) goto done;
+    if (system_arg && !(system = cli_text_arg("generate", system_arg))) goto done;
+    p.max_tokens = (int32_t)max_tokens;
+    p.temperature = (float)temp;
+    p.top_p = (float)top_p;
+    p.top_k = (int32_t)top_k;
+    p.min_p = (float)min_p;
+    p.repetition_penalty = (float)rep;
+    p.repetition_context = (int32_t)rep_ctx;
+    p.presence_penalty = (float)presence;
+    p.frequency_penalty = (float)frequency;
+    if (seed_given) p.seed = (uint64_t)seed;
+    p.ignore_eos = ignore_eos;
+    p.stop = stops.v;
+    p.n_stop = stops.n;
+    j.params = p;
+    j.print_ids = print_ids;
+    j.input.no_template = no_template;
+    if (ids) {
+        j.input.tokens = ids;
+        j.input.n_tokens = (int32_t)n_ids;
+    } else if (images.n) {
+        msg = (lmc_message){.role = "user",
+                            .content = prompt ? prompt : "Describe the image in English",
+                            .images = images.v,
+                            .n_images = images.n};
+        j.input.messages = &msg;
+        j.input.n_messages = 1;
+        j.input.system = NULL;
+        if (system) {
+            rc = cli_usage_error("generate", "--system with --image is not supported");
+            goto done;
+        }
     } else {
-        printf("\n");
-        rc = 0;
-        if (show_stats)
-            fprintf(
-                stderr, "prompt: %d tokens, %.2f tokens/s; generated: %d tokens, %.2f tokens/s\n",
-                stats.prompt_tokens, stats.prompt_tps, stats.generated_tokens, stats.generate_tps);
+        j.input.prompt = prompt;
+        j.input.system = system;
     }
+    if (!cli_load("generate", spec, images.n ? LMC_MODEL_VLM : LMC_MODEL_LLM, 0, &c)) goto done;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, &old);
+    lmc_status st = lmc_container_perform(c, run, &j);
+    sigaction(SIGINT, &old, NULL);
+    if (j.count || j.result.n_tokens) printf("\n");
+    if (fflush(stdout) != 0) j.write_failed = true;
+    if (j.write_failed) {
+        rc = cli_fail("generate", "cannot write the output");
+    } else if (st != LMC_OK) {
+        rc = cli_fail_status("generate", st);
+    } else if (g_interrupted) {
+        fprintf(stderr, "lmc generate: interrupted\n");
+        cli_print_stats(&j.result.stats);
+        rc = CLI_EXIT_INTERRUPTED;
+    } else {
+        if (stats) cli_print_stats(&j.result.stats);
+        rc = CLI_EXIT_OK;
+    }
+done:
+    lmc_generate_result_clear(&j.result);
+    lmc_container_free(c);
+    free(prompt);
+    free(system);
     free(ids);
-    lmc_tokenizer_free(tok);
-    lmc_session_free(sess);
-    lmc_model_free(model);
+    cli_strs_free(&images);
+    cli_strs_free(&stops);
     return rc;
 }

@@ -6,36 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *USAGE =
-    "usage: lmc template --model DIR --messages FILE.json [--add-generation-prompt]\n"
-    "                    [--var NAME=VALUE]... [--tools FILE.json]\n"
-    "  FILE.json holds a JSON list of messages as transformers takes them.\n"
-    "  --var VALUE is parsed as JSON when it is valid JSON, else taken as a string\n"
-    "  (e.g. --var enable_thinking=false --var date_string='26 Jul 2024').\n"
-    "  LMC_FIXED_DATE=YYYY-MM-DD fixes the date strftime_now() sees.\n";
-
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-        if (len + 1 < cap) break;
-        cap *= 2;
-        char *nb = realloc(buf, cap);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-        }
-        buf = nb;
-    }
-    if (buf) buf[len] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* ---- a minimal JSON validator (the CLI uses only lmc.h) ------------------ */
 
 static const char *skip_ws(const char *p) {
@@ -168,58 +138,64 @@ static void sb_json_string(sbuf *b, const char *s, size_t n) {
 }
 
 int cmd_template(int argc, char **argv) {
-    const char *model = NULL, *messages_path = NULL, *tools_path = NULL, *v;
-    int add_gen = 0;
+    const char *spec = NULL, *messages_path = NULL, *tools_path = NULL;
+    bool add_gen = false;
+    cli_strs vars = {0};
+    const cli_option opts[] = {
+        {"model", 'm', CLI_STR, &spec, "M",
+         "a folder, registry name or cached hub id (default: the shipped model)", 0, 0, NULL},
+        {"messages", 0, CLI_STR, &messages_path, "FILE",
+         "a JSON list of messages as transformers takes them", 0, 0, NULL},
+        {"add-generation-prompt", 0, CLI_FLAG, &add_gen, NULL, "end with the assistant's prompt", 0,
+         0, NULL},
+        {"var", 0, CLI_STRS, &vars, "NAME=VALUE",
+         "a template variable (VALUE as JSON when it is valid JSON, else a string)", 0, 0, NULL},
+        {"tools", 0, CLI_STR, &tools_path, "FILE", "a JSON list of tool schemas", 0, 0, NULL},
+    };
+    const cli_command cmd = {
+        .name = "template",
+        .synopsis = "[--model M] --messages FILE.json [--add-generation-prompt] [options]",
+        .about = "Renders a model's chat template for a list of messages and prints the prompt\n"
+                 "exactly (no newline added). LMC_FIXED_DATE=YYYY-MM-DD fixes the date\n"
+                 "strftime_now() sees.",
+        .options = opts,
+        .n_options = sizeof opts / sizeof opts[0],
+        .examples = "  lmc template --messages chat.json --add-generation-prompt \\\n"
+                    "      --var enable_thinking=false --var date_string='26 Jul 2024'\n"};
+    int r = cli_parse(&cmd, argc, argv);
+    if (r >= 0) {
+        cli_strs_free(&vars);
+        return r;
+    }
     sbuf extra = {0};
     int nvars = 0, rc = 1;
-    char *messages = NULL, *tools = NULL, *out = NULL;
+    char *messages = NULL, *tools = NULL, *out = NULL, *model = NULL;
     sb_puts(&extra, "{");
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(USAGE, stdout);
-            free(extra.data);
-            return 0;
-        } else if (cli_opt(argc, argv, &i, "--model", &v)) {
-            if (!v) goto missing;
-            model = v;
-        } else if (cli_opt(argc, argv, &i, "--messages", &v)) {
-            if (!v) goto missing;
-            messages_path = v;
-        } else if (cli_opt(argc, argv, &i, "--tools", &v)) {
-            if (!v) goto missing;
-            tools_path = v;
-        } else if (!strcmp(argv[i], "--add-generation-prompt")) {
-            add_gen = 1;
-        } else if (cli_opt(argc, argv, &i, "--var", &v)) {
-            if (!v) goto missing;
-            const char *eq = strchr(v, '=');
-            if (!eq || eq == v) {
-                rc = cli_fail("template", "--var wants NAME=VALUE, got '%s'", v);
-                goto done;
-            }
-            if (nvars++) sb_puts(&extra, ",");
-            sb_json_string(&extra, v, (size_t)(eq - v));
-            sb_puts(&extra, ":");
-            if (json_valid(eq + 1))
-                sb_puts(&extra, eq + 1);
-            else
-                sb_json_string(&extra, eq + 1, strlen(eq + 1));
-        } else {
-            rc = cli_fail("template", "unknown option '%s' (try 'lmc template --help')", argv[i]);
-            goto done;
-        }
-    }
-    if (!model || !messages_path) {
-        fputs(USAGE, stderr);
-        rc = 2;
+    if (!messages_path) {
+        rc = cli_usage_error("template", "--messages is required");
         goto done;
     }
-    if (!(messages = read_text(messages_path))) {
+    for (int i = 0; i < vars.n; i++) {
+        const char *v = vars.v[i], *eq = strchr(v, '=');
+        if (!eq || eq == v) {
+            rc = cli_usage_error("template", "--var wants NAME=VALUE, not '%s'", v);
+            goto done;
+        }
+        if (nvars++) sb_puts(&extra, ",");
+        sb_json_string(&extra, v, (size_t)(eq - v));
+        sb_puts(&extra, ":");
+        if (json_valid(eq + 1))
+            sb_puts(&extra, eq + 1);
+        else
+            sb_json_string(&extra, eq + 1, strlen(eq + 1));
+    }
+    if (!(model = cli_model_dir("template", spec))) goto done;
+    if (!(messages = cli_read_file(messages_path, NULL))) {
         rc = cli_fail("template", "cannot read %s", messages_path);
         goto done;
     }
     if (tools_path) {
-        if (!(tools = read_text(tools_path))) {
+        if (!(tools = cli_read_file(tools_path, NULL))) {
             rc = cli_fail("template", "cannot read %s", tools_path);
             goto done;
         }
@@ -247,10 +223,9 @@ int cmd_template(int argc, char **argv) {
         goto done;
     }
     rc = 0;
-    goto done;
-missing:
-    rc = cli_fail("template", "%s needs a value", argv[argc - 1]);
 done:
+    cli_strs_free(&vars);
+    lmc_free(model);
     lmc_free(out);
     free(messages);
     free(tools);

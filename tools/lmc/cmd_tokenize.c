@@ -1,79 +1,53 @@
-/* lmc tokenize --model DIR (--text TEXT | --text-file FILE) [--no-special] [--special-as-text]
+/* lmc tokenize [--model M] (--text TEXT | --text-file FILE) [--no-special] [--special-as-text]
  * Prints the token ids of the text, space-separated, on one line. Special
  * tokens of the post-processor (BOS, ...) are added unless --no-special;
  * --special-as-text treats special-token text in the input as plain text. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(void) {
-    fprintf(stderr, "usage: lmc tokenize --model DIR (--text TEXT | --text-file FILE) "
-                    "[--no-special] [--special-as-text]\n");
-}
-
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n == cap) {
-            char *b = realloc(buf, cap *= 2);
-            if (!b) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = b;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    if (buf && ferror(f)) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 int cmd_tokenize(int argc, char **argv) {
-    const char *dir = NULL, *text = NULL, *file = NULL, *v;
-    unsigned flags = LMC_ENCODE_ADD_SPECIAL;
-    for (int i = 1; i < argc; i++) {
-        if (cli_opt(argc, argv, &i, "--model", &v))
-            dir = v;
-        else if (cli_opt(argc, argv, &i, "--text", &v))
-            text = v;
-        else if (cli_opt(argc, argv, &i, "--text-file", &v))
-            file = v;
-        else if (!strcmp(argv[i], "--no-special"))
-            flags &= ~(unsigned)LMC_ENCODE_ADD_SPECIAL;
-        else if (!strcmp(argv[i], "--special-as-text"))
-            flags |= LMC_ENCODE_SPECIAL_AS_TEXT;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage();
-            return 0;
-        } else {
-            usage();
-            return cli_fail("tokenize", "unknown option '%s'", argv[i]);
-        }
-    }
-    if (!dir || (!text) == (!file)) {
-        usage();
-        return cli_fail("tokenize", "--model and one of --text or --text-file are required");
-    }
+    const char *spec = NULL, *text = NULL, *file = NULL;
+    bool no_special = false, special_as_text = false;
+    const cli_option opts[] = {
+        {"model", 'm', CLI_STR, &spec, "M",
+         "a folder, registry name or cached hub id (default: the shipped model)", 0, 0, NULL},
+        {"text", 0, CLI_STR, &text, "TEXT", "the text", 0, 0, NULL},
+        {"text-file", 0, CLI_STR, &file, "FILE", "read the text from FILE ('-': stdin)", 0, 0,
+         NULL},
+        {"no-special", 0, CLI_FLAG, &no_special, NULL, "add no special tokens (BOS, ...)", 0, 0,
+         NULL},
+        {"special-as-text", 0, CLI_FLAG, &special_as_text, NULL,
+         "special-token text in the input is plain text", 0, 0, NULL},
+    };
+    const cli_command cmd = {.name = "tokenize",
+                             .synopsis = "[--model M] (--text TEXT | --text-file FILE) [options]",
+                             .about =
+                                 "Prints the token ids of a text, space-separated, on one line.",
+                             .options = opts,
+                             .n_options = sizeof opts / sizeof opts[0],
+                             .examples = "  lmc tokenize --text \"In the beginning\"\n"};
+    int r = cli_parse(&cmd, argc, argv);
+    if (r >= 0) return r;
+    if (!text == !file) return cli_usage_error("tokenize", "give one of --text or --text-file");
+    unsigned flags = no_special ? 0 : LMC_ENCODE_ADD_SPECIAL;
+    if (special_as_text) flags |= LMC_ENCODE_SPECIAL_AS_TEXT;
     char *owned = NULL;
     size_t len = 0;
     if (file) {
-        if (!(owned = read_all(file, &len))) return cli_fail("tokenize", "cannot read '%s'", file);
+        if (!(owned = cli_read_file(file, &len)))
+            return cli_fail("tokenize", "cannot read '%s': %s", file, strerror(errno));
         text = owned;
     } else {
         len = strlen(text);
+    }
+    char *dir = cli_model_dir("tokenize", spec);
+    if (!dir) {
+        free(owned);
+        return CLI_EXIT_ERROR;
     }
     lmc_tokenizer *tok = NULL;
     int32_t *ids = NULL;
@@ -86,9 +60,11 @@ int cmd_tokenize(int argc, char **argv) {
     } else {
         for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", (int)ids[i]);
         putchar('\n');
-        if (fflush(stdout) != 0) rc = cli_fail("tokenize", "cannot write the output");
+        if (fflush(stdout) != 0 || ferror(stdout))
+            rc = cli_fail("tokenize", "cannot write the output");
     }
     lmc_free(ids);
+    lmc_free(dir);
     lmc_tokenizer_free(tok);
     free(owned);
     return rc;
