@@ -44,15 +44,15 @@ HP = dict(
     tie_word_embeddings=True,
     seq_len=512,
     batch_size=64,
-    steps=1500,
+    steps=450,
     lr=1.5e-3,
     min_lr_ratio=0.1,
-    warmup_steps=100,
+    warmup_steps=50,
     weight_decay=0.1,
     beta1=0.9,
     beta2=0.95,
     grad_clip=1.0,
-    eval_every=50,
+    eval_every=25,
     attention_dropout=0.1,
     chat_fraction=0.25,  # share of verse pairs also seen as a one-turn chat per epoch
     system_fraction=0.3,  # of the chats, those with a system message
@@ -258,8 +258,8 @@ def main():
         opt.step()
         if (step + 1) % HP["eval_every"] == 0 or step == 0:
             v = valid_nll()
-            curve.append((step + 1, epoch, float(loss), v))
-            log(f"step {step + 1} epoch {epoch} train {float(loss):.4f} valid {v:.4f} "
+            curve.append((step + 1, epoch, loss.item(), v))
+            log(f"step {step + 1} epoch {epoch} train {loss.item():.4f} valid {v:.4f} "
                 f"({time.time() - t0:.0f} s)")
             if v < best[0]:
                 best = (v, step + 1, {k: t.detach().clone() for k, t in model.state_dict().items()})
