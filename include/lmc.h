@@ -391,6 +391,61 @@ LMC_API const lmc_model_preset *lmc_registry_get(int32_t i);
 /* The preset whose name or hub_id is name (hub ids ignore case), or NULL. */
 LMC_API const lmc_model_preset *lmc_registry_find(const char *name);
 
+/* ---- local models: what a folder holds, what the hub cache has ------------ */
+
+/* A model folder at a glance, from its config.json and the sizes of its
+ * files; nothing is loaded. The strings are owned by the summary
+ * (lmc_model_summary_clear frees them). */
+typedef struct lmc_model_summary {
+    char *dir;        /* the folder, as given (lmc_hub_list: the snapshot) */
+    char *hub_id;     /* "ORG/NAME" (or "NAME") when dir is a snapshot of the hub cache,
+                         CACHE/models--ORG--NAME/snapshots/REV; else NULL */
+    char *model_type; /* config.json's model_type, e.g. "llama"; for a VLM the top-level
+                         one, e.g. "paligemma"; NULL when absent */
+    /* How the weights are stored, from config.json: MLX "quantization" (else
+     * "quantization_config") as "4-bit g64", per-layer overrides of other
+     * widths or groups as "mixed 4/8-bit g64" (or "g32/64"), a mode other
+     * than affine first ("mxfp4 4-bit g32"), another quant_method first
+     * ("gptq 4-bit g128", "bitsandbytes 4-bit", "fp8"); else the dense
+     * dtype of torch_dtype / dtype (text_config's for a VLM): "bf16",
+     * "f16", "f32", or the name as written; NULL when none of these. */
+    char *quantization;
+    uint64_t size_bytes; /* the bytes of every file under dir, through symlinks (the hub
+                            cache's links to its blobs; a dangling link counts 0) */
+    lmc_model_kind kind; /* LMC_MODEL_VLM when config.json has a vision_config */
+} lmc_model_summary;
+
+/* Summarizes the model folder dir into *out (zeroed first; clear it with
+ * lmc_model_summary_clear, also after a failure). Errors:
+ * LMC_ERR_INVALID_ARG (NULL arguments), LMC_ERR_NOT_FOUND (no folder dir,
+ * or no config.json in it), LMC_ERR_FORMAT (config.json is not a JSON
+ * object, or model_type, quantization's bits or group_size has the wrong
+ * type), LMC_ERR_IO (a folder or config.json that cannot be read). */
+LMC_API lmc_status lmc_model_summarize(const char *dir, lmc_model_summary *out);
+/* Frees the summary's strings and zeroes it. NULL is fine. */
+LMC_API void lmc_model_summary_clear(lmc_model_summary *s);
+/* Clears list[0..n) and frees list (what lmc_hub_list returns). NULL is fine. */
+LMC_API void lmc_model_summaries_free(lmc_model_summary *list, int32_t n);
+
+/* The local Hugging Face hub cache folder: $HF_HUB_CACHE, else
+ * $HF_HOME/hub, else ~/.cache/huggingface/hub (a leading ~ expanded), as
+ * huggingface_hub has it; whether it exists or not. *dir is freed with
+ * lmc_free. Errors: LMC_ERR_INVALID_ARG, LMC_ERR_NOMEM. */
+LMC_API lmc_status lmc_hub_cache_path(char **dir);
+
+/* Every model of the local hub cache: each CACHE/models--ORG--NAME whose
+ * snapshot (the one refs/main names, else the most recently modified one)
+ * has config.json, summarized as lmc_model_summarize does, sorted by hub
+ * id (ignoring case). A snapshot that cannot be summarized (config.json
+ * unreadable or malformed, a subfolder that cannot be read) is listed all
+ * the same, with what could be read: model_type and quantization NULL.
+ * Repositories without such a snapshot (an interrupted download),
+ * datasets--, spaces-- and other entries are left out. An absent cache is
+ * no models (*out NULL, *n 0), not an error. *out is freed with
+ * lmc_model_summaries_free(*out, *n). Errors: LMC_ERR_INVALID_ARG (NULL
+ * arguments), LMC_ERR_IO (the cache folder cannot be read), LMC_ERR_NOMEM. */
+LMC_API lmc_status lmc_hub_list(lmc_model_summary **out, int32_t *n);
+
 /* ---- factories and the model container ------------------------------------ */
 
 /* Load progress: stage is "resolve", "config", "weights", "tokenizer",

@@ -285,6 +285,49 @@ static void test_text_api_bad_arguments(void **state) {
     assert_null(lmc_context_preset(NULL));
 }
 
+/* The model listing functions: NULLs, folders that are not models, a bad
+ * config.json; the free functions take NULL. */
+static void test_listing_api_bad_arguments(void **state) {
+    (void)state;
+    lmc_model_summary s;
+    memset(&s, 0x5a, sizeof s);
+    BI_EXPECT(lmc_model_summarize(NULL, &s), LMC_ERR_INVALID_ARG, "lmc_model_summarize", "dir");
+    assert_null(s.dir);
+    assert_null(s.hub_id);
+    BI_EXPECT(lmc_model_summarize(FIXTURE, NULL), LMC_ERR_INVALID_ARG, "lmc_model_summarize",
+              "out");
+    BI_EXPECT(lmc_model_summarize("/nonexistent/model", &s), LMC_ERR_NOT_FOUND,
+              "no folder /nonexistent/model");
+    assert_null(s.dir);
+    BI_EXPECT(lmc_model_summarize(LMC_SOURCE_DIR "/tests", &s), LMC_ERR_NOT_FOUND,
+              "no config.json");
+    BI_EXPECT(lmc_model_summarize(FIXTURE "/config.json", &s), LMC_ERR_NOT_FOUND,
+              "is not a folder");
+    char *dir = bi_copy_fixture("llama-f32");
+    assert_non_null(dir);
+    assert_true(bi_write_str(dir, "config.json", "{\"model_type\": \"llama\",,}"));
+    BI_EXPECT(lmc_model_summarize(dir, &s), LMC_ERR_FORMAT, "config.json: invalid JSON at line 1");
+    assert_null(s.dir);
+    assert_true(bi_write_str(dir, "config.json", "{\"model_type\": [\"llama\"]}"));
+    BI_EXPECT(lmc_model_summarize(dir, &s), LMC_ERR_FORMAT, "model_type is not a string");
+    assert_true(bi_write_str(dir, "config.json", "{\"quantization\": {\"bits\": 4.5}}"));
+    BI_EXPECT(lmc_model_summarize(dir, &s), LMC_ERR_FORMAT, "bits");
+    assert_true(bi_remove(dir, "config.json"));
+    BI_EXPECT(lmc_model_summarize(dir, &s), LMC_ERR_NOT_FOUND, "not a model folder");
+    bi_rmtree(dir);
+    free(dir);
+    lmc_model_summary_clear(NULL);
+    lmc_model_summaries_free(NULL, 0);
+    lmc_model_summaries_free(NULL, 7);
+    lmc_model_summary *list = (lmc_model_summary *)1;
+    int32_t n = 3;
+    BI_EXPECT(lmc_hub_list(NULL, &n), LMC_ERR_INVALID_ARG, "lmc_hub_list", "out");
+    assert_int_equal(n, 0);
+    BI_EXPECT(lmc_hub_list(&list, NULL), LMC_ERR_INVALID_ARG, "lmc_hub_list", "n is NULL");
+    assert_null(list);
+    BI_EXPECT(lmc_hub_cache_path(NULL), LMC_ERR_INVALID_ARG, "lmc_hub_cache_path");
+}
+
 static void test_thread_restart_frees_scratch(void **state) {
     (void)state;
     lmc_session *s = NULL;
@@ -386,6 +429,8 @@ static void test_cli_bad_arguments(void **state) {
     args = lmc_sprintf("generate --model '%s' --tokens 1 --print-ids --temp", c->dir);
     expect_cli_fails(args, "--temp");
     free(args);
+    expect_cli_fails("models --bogus", "unknown option '--bogus'");
+    expect_cli_fails("models --json=yes", "--json takes no value");
 }
 
 static void test_cli_ids_out_of_range(void **state) {
@@ -433,6 +478,7 @@ int main(void) {
         cmocka_unit_test(test_thread_restart_frees_scratch),
         cmocka_unit_test(test_library_api_bad_arguments),
         cmocka_unit_test(test_text_api_bad_arguments),
+        cmocka_unit_test(test_listing_api_bad_arguments),
     };
     const struct CMUnitTest cli_tests[] = {
 #define C(f) cmocka_unit_test_setup_teardown(f, setup_cli, teardown_cli)

@@ -4,7 +4,10 @@
  * refs/main), built from tests/fixtures/models/llama-f32 plus a tiny
  * tokenizer and chat template; the model, tokenizer and chat template load
  * from the snapshot of symlinks, with the same logits as from the fixture
- * folder itself. */
+ * folder itself. lmc_model_summarize on fixture folders, snapshots and
+ * hand-written configs (quantized, mixed, dense, other methods, bad ones);
+ * lmc_hub_list on fake caches with several models, a broken entry, an
+ * interrupted download, a missing and an unreadable cache. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,11 +15,14 @@
 
 #include "api/hub.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -468,11 +474,424 @@ static void test_bad_ids(void **state) {
     }
 }
 
+/* ---- summaries ----------------------------------------------------------- */
+
+/* The bytes of the files of a flat folder, links followed (dangling: 0). */
+static uint64_t flat_folder_bytes(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    uint64_t total = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' && (!e->d_name[1] || !strcmp(e->d_name, ".."))) continue;
+        char *p = lmc_path_join(dir, e->d_name);
+        struct stat sb;
+        if (stat(p, &sb) == 0 && S_ISREG(sb.st_mode)) total += (uint64_t)sb.st_size;
+        free(p);
+    }
+    closedir(d);
+    return total;
+}
+
+static void expect_summary(const char *dir, const char *hub_id, const char *model_type,
+                           const char *quantization, lmc_model_kind kind) {
+    lmc_model_summary s;
+    lmc_status st = lmc_model_summarize(dir, &s);
+    if (st != LMC_OK) fail_msg("lmc_model_summarize(%s): %s", dir, lmc_last_error());
+    assert_string_equal(s.dir, dir);
+    if (hub_id)
+        assert_string_equal(s.hub_id, hub_id);
+    else
+        assert_null(s.hub_id);
+    if (model_type)
+        assert_string_equal(s.model_type, model_type);
+    else
+        assert_null(s.model_type);
+    if (quantization) {
+        if (!s.quantization || strcmp(s.quantization, quantization))
+            fail_msg("%s: quantization \"%s\", want \"%s\"", dir,
+                     s.quantization ? s.quantization : "(null)", quantization);
+    } else {
+        assert_null(s.quantization);
+    }
+    assert_int_equal(s.kind, kind);
+    lmc_model_summary_clear(&s);
+    assert_null(s.dir);
+    assert_null(s.quantization);
+}
+
+static void test_summarize_folders(void **state) {
+    fake_cache *c = *state;
+    expect_summary(FIXTURE, NULL, "llama", "f32", LMC_MODEL_LLM);
+    lmc_model_summary s;
+    assert_int_equal(lmc_model_summarize(FIXTURE, &s), LMC_OK);
+    assert_int_equal(s.size_bytes, flat_folder_bytes(FIXTURE));
+    assert_true(s.size_bytes > 400000);
+    lmc_model_summary_clear(&s);
+    const char *q = LMC_SOURCE_DIR "/tests/fixtures/quant-models/";
+    char *dir = lmc_sprintf("%sllama-q4-g64-f16", q);
+    expect_summary(dir, NULL, "llama", "4-bit g64", LMC_MODEL_LLM);
+    free(dir);
+    dir = lmc_sprintf("%sllama-mixed-f16", q); /* 8-bit g32 layers, a 6-bit lm_head, one dense */
+    expect_summary(dir, NULL, "llama", "mixed 4/6/8-bit g32/64", LMC_MODEL_LLM);
+    free(dir);
+    dir = lmc_sprintf("%sllama-q2-g32-f16", q);
+    expect_summary(dir, NULL, "llama", "2-bit g32", LMC_MODEL_LLM);
+    free(dir);
+
+    /* a snapshot of the cache: its hub id, the bytes of the blobs it links to */
+    char *snap = snapshot_path(c->repo, REV_MAIN);
+    expect_summary(snap, "org/tiny-llama", "llama", "f32", LMC_MODEL_LLM);
+    assert_int_equal(lmc_model_summarize(snap, &s), LMC_OK);
+    assert_int_equal(s.size_bytes, flat_folder_bytes(snap));
+    assert_int_equal(s.size_bytes, flat_folder_bytes(FIXTURE) - 886 - 24576 +
+                                       strlen(tiny_tokenizer) + strlen(tiny_tokenizer_config));
+    lmc_model_summary_clear(&s);
+    char *slashed = lmc_sprintf("%s//", snap);
+    expect_summary(slashed, "org/tiny-llama", "llama", "f32", LMC_MODEL_LLM);
+    free(slashed);
+    free(snap);
+    snap = snapshot_path(c->repo_no_org, REV_MAIN);
+    expect_summary(snap, "tiny-llama", "llama", "f32", LMC_MODEL_LLM);
+    free(snap);
+    lmc_model_summary_clear(NULL);
+    lmc_model_summaries_free(NULL, 3);
+}
+
+static void test_hub_id_of_snapshot(void **state) {
+    (void)state;
+    static const struct {
+        const char *dir, *id;
+    } cases[] = {
+        {"/c/models--org--name/snapshots/abc", "org/name"},
+        {"/c/models--org--name/snapshots/abc/", "org/name"},
+        {"models--name/snapshots/abc", "name"},
+        {"/models--Org_1--Name-2.5/snapshots/x", "Org_1/Name-2.5"},
+        {"/c/models--org--name/snapshots", NULL},
+        {"/c/models--org--name/snapshots/", NULL},
+        {"/c/models--org--name/refs/abc", NULL},
+        {"/c/models--org--name/snapshots/..", NULL},
+        {"/c/models--org--name/snapshots/.", NULL},
+        {"/c/models--a--b--c/snapshots/abc", NULL}, /* "a/b--c" is no hub id */
+        {"/c/models--/snapshots/abc", NULL},
+        {"/c/datasets--org--name/snapshots/abc", NULL},
+        {"/c/snapshots/abc", NULL},
+        {"snapshots/abc", NULL},
+        {"abc", NULL},
+        {"/", NULL},
+        {"", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *id = (char *)1;
+        assert_int_equal(lmc_hub_id_of_snapshot(cases[i].dir, &id), LMC_OK);
+        if (!cases[i].id != !id || (id && strcmp(id, cases[i].id)))
+            fail_msg("lmc_hub_id_of_snapshot(\"%s\"): \"%s\", want \"%s\"", cases[i].dir,
+                     id ? id : "(null)", cases[i].id ? cases[i].id : "(null)");
+        free(id);
+    }
+}
+
+/* A scratch folder holding config.json = text (NULL: none) and a 1000-byte file. */
+static char *config_folder(const char *root, const char *name, const char *text) {
+    char *dir = lmc_path_join(root, name), *cfg = lmc_path_join(dir, "config.json");
+    char *weights = lmc_path_join(dir, "model.safetensors");
+    mkdirs(dir);
+    char zeros[1000] = {0};
+    write_file(weights, zeros, sizeof zeros);
+    if (text) write_file(cfg, text, strlen(text));
+    free(cfg);
+    free(weights);
+    return dir;
+}
+
+static void test_summarize_configs(void **state) {
+    (void)state;
+    char *root = make_tmpdir();
+    static const struct {
+        const char *config, *model_type, *quantization;
+        lmc_model_kind kind;
+    } cases[] = {
+        {"{\"model_type\": \"qwen3\", \"quantization\": {\"group_size\": 64, \"bits\": 4}, "
+         "\"torch_dtype\": \"bfloat16\"}",
+         "qwen3", "4-bit g64", LMC_MODEL_LLM},
+        /* per-layer overrides: other bits, other groups, the same, or left dense */
+        {"{\"model_type\": \"llama\", \"quantization\": {\"group_size\": 64, \"bits\": 4, "
+         "\"mode\": \"affine\", \"lm_head\": {\"group_size\": 64, \"bits\": 6}, "
+         "\"model.embed_tokens\": false}}",
+         "llama", "mixed 4/6-bit g64", LMC_MODEL_LLM},
+        {"{\"model_type\": \"llama\", \"quantization\": {\"group_size\": 64, \"bits\": 4, "
+         "\"lm_head\": {\"group_size\": 32, \"bits\": 4}}}",
+         "llama", "mixed 4-bit g32/64", LMC_MODEL_LLM},
+        {"{\"model_type\": \"llama\", \"quantization\": {\"group_size\": 64, \"bits\": 4, "
+         "\"lm_head\": {\"group_size\": 64, \"bits\": 4}}}",
+         "llama", "4-bit g64", LMC_MODEL_LLM},
+        /* mlx's defaults; another mode */
+        {"{\"model_type\": \"llama\", \"quantization\": {}}", "llama", "4-bit g64", LMC_MODEL_LLM},
+        {"{\"model_type\": \"llama\", \"quantization\": {\"mode\": \"mxfp4\", \"bits\": 4, "
+         "\"group_size\": 32}}",
+         "llama", "mxfp4 4-bit g32", LMC_MODEL_LLM},
+        /* only quantization_config: MLX's, or transformers' methods */
+        {"{\"model_type\": \"phi3\", \"quantization_config\": {\"group_size\": 32, \"bits\": 8}}",
+         "phi3", "8-bit g32", LMC_MODEL_LLM},
+        {"{\"model_type\": \"llama\", \"quantization_config\": {\"quant_method\": \"gptq\", "
+         "\"bits\": 4, \"group_size\": 128}, \"torch_dtype\": \"float16\"}",
+         "llama", "gptq 4-bit g128", LMC_MODEL_LLM},
+        {"{\"model_type\": \"llama\", \"quantization_config\": {\"quant_method\": \"gptq\", "
+         "\"bits\": 4, \"group_size\": -1}}",
+         "llama", "gptq 4-bit", LMC_MODEL_LLM},
+        {"{\"model_type\": \"mistral\", \"quantization_config\": {\"quant_method\": \"awq\", "
+         "\"w_bit\": 4, \"q_group_size\": 128}}",
+         "mistral", "awq 4-bit g128", LMC_MODEL_LLM},
+        {"{\"model_type\": \"llama\", \"quantization_config\": {\"quant_method\": "
+         "\"bitsandbytes\", \"load_in_4bit\": true}}",
+         "llama", "bitsandbytes 4-bit", LMC_MODEL_LLM},
+        {"{\"model_type\": \"qwen3\", \"quantization_config\": {\"quant_method\": \"fp8\", "
+         "\"weight_block_size\": [128, 128]}}",
+         "qwen3", "fp8", LMC_MODEL_LLM},
+        /* dense: torch_dtype, transformers 5's dtype, a VLM's text_config */
+        {"{\"model_type\": \"gemma2\", \"torch_dtype\": \"bfloat16\"}", "gemma2", "bf16",
+         LMC_MODEL_LLM},
+        {"{\"model_type\": \"qwen2\", \"torch_dtype\": \"float16\"}", "qwen2", "f16",
+         LMC_MODEL_LLM},
+        {"{\"model_type\": \"qwen2\", \"dtype\": \"float32\"}", "qwen2", "f32", LMC_MODEL_LLM},
+        {"{\"model_type\": \"qwen2\", \"torch_dtype\": \"float8_e4m3fn\"}", "qwen2",
+         "float8_e4m3fn", LMC_MODEL_LLM},
+        {"{\"model_type\": \"paligemma\", \"vision_config\": {\"hidden_size\": 8}, "
+         "\"text_config\": {\"model_type\": \"gemma\", \"torch_dtype\": \"bfloat16\"}}",
+         "paligemma", "bf16", LMC_MODEL_VLM},
+        {"{\"model_type\": \"paligemma\", \"vision_config\": {}, \"quantization\": "
+         "{\"group_size\": 64, \"bits\": 8}}",
+         "paligemma", "8-bit g64", LMC_MODEL_VLM},
+        /* nothing known */
+        {"{\"vision_config\": null, \"quantization\": null}", NULL, NULL, LMC_MODEL_LLM},
+        {"{}", NULL, NULL, LMC_MODEL_LLM},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "case-%zu", i);
+        char *dir = config_folder(root, name, cases[i].config);
+        expect_summary(dir, NULL, cases[i].model_type, cases[i].quantization, cases[i].kind);
+        lmc_model_summary s;
+        assert_int_equal(lmc_model_summarize(dir, &s), LMC_OK);
+        assert_int_equal(s.size_bytes, 1000 + strlen(cases[i].config));
+        lmc_model_summary_clear(&s);
+        free(dir);
+    }
+
+    /* bad configs: a status and a message naming the problem, *out zeroed */
+    static const struct {
+        const char *config;
+        lmc_status status;
+        const char *want;
+    } bad[] = {
+        {"{\"model_type\": ,}", LMC_ERR_FORMAT, "invalid JSON"},
+        {"[1, 2]", LMC_ERR_FORMAT, "not a JSON object"},
+        {"{\"model_type\": 5}", LMC_ERR_FORMAT, "model_type is not a string"},
+        {"{\"quantization\": \"4bit\"}", LMC_ERR_FORMAT, "quantization is not an object"},
+        {"{\"quantization\": {\"bits\": \"4\", \"group_size\": 64}}", LMC_ERR_FORMAT, "bits"},
+        {"{\"quantization\": {\"bits\": 4, \"group_size\": 0}}", LMC_ERR_FORMAT, "group_size"},
+        {"{\"quantization\": {\"bits\": 4, \"group_size\": 64, \"lm_head\": {\"bits\": 99}}}",
+         LMC_ERR_FORMAT, "quantization of lm_head bits"},
+        {"{\"quantization\": {\"mode\": 1}}", LMC_ERR_FORMAT, "mode"},
+        {NULL, LMC_ERR_NOT_FOUND, "no config.json"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "bad-%zu", i);
+        char *dir = config_folder(root, name, bad[i].config);
+        lmc_model_summary s;
+        memset(&s, 0x5a, sizeof s);
+        lmc_status st = lmc_model_summarize(dir, &s);
+        if (st != bad[i].status || !strstr(lmc_last_error(), bad[i].want))
+            fail_msg("%s: %s \"%s\", want %s with \"%s\"", bad[i].config ? bad[i].config : "-",
+                     lmc_status_string(st), lmc_last_error(), lmc_status_string(bad[i].status),
+                     bad[i].want);
+        assert_null(s.dir);
+        assert_null(s.model_type);
+        assert_int_equal(s.size_bytes, 0);
+        free(dir);
+    }
+    /* no folder; a file */
+    lmc_model_summary s;
+    char *absent = lmc_path_join(root, "absent");
+    assert_int_equal(lmc_model_summarize(absent, &s), LMC_ERR_NOT_FOUND);
+    assert_non_null(strstr(lmc_last_error(), "no folder"));
+    free(absent);
+    char *file = lmc_path_join(root, "case-0/config.json");
+    assert_int_equal(lmc_model_summarize(file, &s), LMC_ERR_NOT_FOUND);
+    assert_non_null(strstr(lmc_last_error(), "is not a folder"));
+    free(file);
+    assert_int_equal(lmc_remove_tree(root), LMC_OK);
+    free(root);
+}
+
+/* ---- listing the cache -------------------------------------------------------- */
+
+static void add_text(const char *repo, const char *rev, const char *name, const char *text) {
+    add_file(repo, rev, name, text, strlen(text));
+}
+
+static const lmc_model_summary *listed(const lmc_model_summary *list, int32_t n, const char *id) {
+    for (int32_t i = 0; i < n; i++)
+        if (!strcmp(list[i].hub_id, id)) return &list[i];
+    return NULL;
+}
+
+static void test_list_cache(void **state) {
+    fake_cache *c = *state;
+    char *root = make_tmpdir(), *cache = lmc_path_join(root, "hub");
+    setenv("HF_HUB_CACHE", cache, 1);
+    char *got = NULL;
+    assert_int_equal(lmc_hub_cache_path(&got), LMC_OK);
+    assert_string_equal(got, cache);
+    lmc_free(got);
+
+    /* no cache folder yet: no models */
+    lmc_model_summary *list = (lmc_model_summary *)1;
+    int32_t n = -1;
+    assert_int_equal(lmc_hub_list(&list, &n), LMC_OK);
+    assert_null(list);
+    assert_int_equal(n, 0);
+    mkdirs(cache);
+    assert_int_equal(lmc_hub_list(&list, &n), LMC_OK);
+    assert_int_equal(n, 0);
+
+    /* a quantized model with refs/main (an older snapshot, touched later, is not it) */
+    char *q4 = lmc_path_join(cache, "models--mlx-community--Tiny-4bit");
+    add_text(q4, REV_MAIN, "config.json",
+             "{\"model_type\": \"qwen3\", \"quantization\": {\"group_size\": 64, \"bits\": 4}}");
+    char weights[3000];
+    memset(weights, 7, sizeof weights);
+    add_file(q4, REV_MAIN, "model.safetensors", weights, sizeof weights);
+    add_text(q4, REV_OLD, "config.json", "{\"model_type\": \"qwen2\"}");
+    write_ref(q4, REV_MAIN);
+    touch_snapshot(q4, REV_MAIN, -100);
+    touch_snapshot(q4, REV_OLD, -10);
+    /* a dense one, no refs: the newest snapshot; a plain file beside the links */
+    char *dense = lmc_path_join(cache, "models--Org2--Dense");
+    add_text(dense, REV_OLD, "config.json", "{\"model_type\": \"llama\", \"dtype\": \"float32\"}");
+    add_text(dense, REV_MAIN, "config.json",
+             "{\"model_type\": \"llama\", \"torch_dtype\": \"bfloat16\"}");
+    add_file(dense, REV_MAIN, "model.safetensors", weights, 2000);
+    char *plain = lmc_sprintf("%s/snapshots/" REV_MAIN "/README.md", dense);
+    write_file(plain, "hello", 5);
+    touch_snapshot(dense, REV_OLD, -100);
+    touch_snapshot(dense, REV_MAIN, -10);
+    /* an id without an organization; a VLM */
+    char *vlm = lmc_path_join(cache, "models--tiny-vlm");
+    add_text(vlm, REV_MAIN, "config.json",
+             "{\"model_type\": \"paligemma\", \"vision_config\": {}, "
+             "\"text_config\": {\"torch_dtype\": \"float16\"}}");
+    /* broken: config.json that is not JSON (listed), a dangling link (counts 0) */
+    char *broken = lmc_path_join(cache, "models--org--broken");
+    add_text(broken, REV_MAIN, "config.json", "{\"model_type\": ");
+    char *dangling = lmc_sprintf("%s/snapshots/" REV_MAIN "/model.safetensors", broken);
+    assert_int_equal(symlink("../../blobs/0000", dangling), 0);
+    /* not listed: an interrupted download, a dataset, a bad folder name, a file */
+    char *partial = lmc_path_join(cache, "models--org--partial");
+    add_file(partial, REV_MAIN, "model.safetensors", weights, 10);
+    write_ref(partial, REV_MAIN);
+    char *dataset = lmc_path_join(cache, "datasets--org--data");
+    add_text(dataset, REV_MAIN, "config.json", "{}");
+    char *bad_name = lmc_path_join(cache, "models--a--b--c");
+    add_text(bad_name, REV_MAIN, "config.json", "{}");
+    char *a_file = lmc_path_join(cache, "models--file");
+    write_file(a_file, "x", 1);
+    char *locks = lmc_path_join(cache, ".locks/models--org--partial");
+    mkdirs(locks);
+
+    assert_int_equal(lmc_hub_list(&list, &n), LMC_OK);
+    assert_int_equal(n, 4);
+    /* sorted by hub id, ignoring case */
+    assert_string_equal(list[0].hub_id, "mlx-community/Tiny-4bit");
+    assert_string_equal(list[1].hub_id, "org/broken");
+    assert_string_equal(list[2].hub_id, "Org2/Dense");
+    assert_string_equal(list[3].hub_id, "tiny-vlm");
+
+    const lmc_model_summary *s = listed(list, n, "mlx-community/Tiny-4bit");
+    char *snap = snapshot_path(q4, REV_MAIN);
+    assert_string_equal(s->dir, snap);
+    assert_string_equal(s->model_type, "qwen3");
+    assert_string_equal(s->quantization, "4-bit g64");
+    assert_int_equal(s->kind, LMC_MODEL_LLM);
+    assert_int_equal(s->size_bytes, 3000 + strlen("{\"model_type\": \"qwen3\", \"quantization\": "
+                                                  "{\"group_size\": 64, \"bits\": 4}}"));
+    free(snap);
+    s = listed(list, n, "Org2/Dense");
+    snap = snapshot_path(dense, REV_MAIN);
+    assert_string_equal(s->dir, snap);
+    assert_string_equal(s->quantization, "bf16");
+    assert_int_equal(s->size_bytes,
+                     2000 + 5 +
+                         strlen("{\"model_type\": \"llama\", \"torch_dtype\": \"bfloat16\"}"));
+    free(snap);
+    s = listed(list, n, "tiny-vlm");
+    assert_string_equal(s->model_type, "paligemma");
+    assert_string_equal(s->quantization, "f16");
+    assert_int_equal(s->kind, LMC_MODEL_VLM);
+    s = listed(list, n, "org/broken");
+    assert_null(s->model_type);
+    assert_null(s->quantization);
+    assert_int_equal(s->size_bytes, strlen("{\"model_type\": "));
+    lmc_model_summaries_free(list, n);
+
+    /* the cache a file (not a folder): no models; one that cannot be listed: an error */
+    setenv("HF_HUB_CACHE", a_file, 1);
+    assert_int_equal(lmc_hub_list(&list, &n), LMC_OK);
+    assert_int_equal(n, 0);
+    char *loop = lmc_path_join(root, "loop");
+    assert_int_equal(symlink("loop", loop), 0);
+    setenv("HF_HUB_CACHE", loop, 1);
+    list = (lmc_model_summary *)1;
+    n = 5;
+    assert_int_equal(lmc_hub_list(&list, &n), LMC_ERR_IO);
+    assert_null(list);
+    assert_int_equal(n, 0);
+    assert_non_null(strstr(lmc_last_error(), "cannot list the hub cache"));
+    assert_non_null(strstr(lmc_last_error(), loop));
+
+    /* the test group's cache: the fixture's two repositories; org/partial, which
+     * test_missing_model left with a dangling config.json link, is no model */
+    setenv("HF_HUB_CACHE", c->cache, 1);
+    assert_int_equal(lmc_hub_list(&list, &n), LMC_OK);
+    const lmc_model_summary *tiny = listed(list, n, "org/tiny-llama");
+    assert_non_null(tiny);
+    snap = snapshot_path(c->repo, REV_MAIN);
+    assert_string_equal(tiny->dir, snap);
+    free(snap);
+    assert_non_null(listed(list, n, "tiny-llama"));
+    assert_null(listed(list, n, "org/partial"));
+    for (int32_t i = 1; i < n; i++) assert_true(strcasecmp(list[i - 1].hub_id, list[i].hub_id) < 0);
+    lmc_model_summaries_free(list, n);
+
+    free(loop);
+    free(locks);
+    free(a_file);
+    free(bad_name);
+    free(dataset);
+    free(partial);
+    free(dangling);
+    free(broken);
+    free(vlm);
+    free(plain);
+    free(dense);
+    free(q4);
+    assert_int_equal(lmc_remove_tree(root), LMC_OK);
+    free(root);
+    free(cache);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cache_dir_precedence),   cmocka_unit_test(test_bad_ids),
-        cmocka_unit_test(test_find_follows_refs_main), cmocka_unit_test(test_load_from_snapshot),
+        cmocka_unit_test(test_cache_dir_precedence),
+        cmocka_unit_test(test_bad_ids),
+        cmocka_unit_test(test_find_follows_refs_main),
+        cmocka_unit_test(test_load_from_snapshot),
         cmocka_unit_test(test_missing_model),
+        cmocka_unit_test(test_summarize_folders),
+        cmocka_unit_test(test_hub_id_of_snapshot),
+        cmocka_unit_test(test_summarize_configs),
+        cmocka_unit_test(test_list_cache),
     };
     return cmocka_run_group_tests(tests, setup_cache, teardown_cache);
 }

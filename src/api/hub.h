@@ -22,4 +22,16 @@ char *lmc_hub_cache_dir(void);
  * [A-Za-z0-9._-] in either part) give LMC_ERR_INVALID_ARG. */
 lmc_status lmc_hub_find(const char *hub_id, char **dir, char **looked);
 
+/* The hub id of a snapshot folder: "ORG/NAME" (or "NAME") when dir ends in
+ * models--ORG--NAME/snapshots/REV (trailing slashes ignored) and ORG/NAME is
+ * a valid hub id; otherwise *id is NULL and the status LMC_OK. *id is
+ * malloc'd. Errors: LMC_ERR_NOMEM. */
+lmc_status lmc_hub_id_of_snapshot(const char *dir, char **id);
+
+/* lmc_model_summarize (model_summary.c) without the argument checks, and on
+ * failure *out keeps what could be read (dir, hub_id, the bytes counted;
+ * config.json's parts when only the sizing failed), for listings that show
+ * broken folders too. Clear *out with lmc_model_summary_clear either way. */
+lmc_status lmc_model_summary_read(const char *dir, lmc_model_summary *out);
+
 #endif
