@@ -74,4 +74,5 @@ install-check: build
 	lib=$$(dirname $$(find $(PREFIX_CHECK) -name liblmc.so | head -1)); \
 	LD_LIBRARY_PATH=$$lib $(PREFIX_CHECK)/generate $(MODEL) --tokens $(PROMPT_TOKENS) && \
 	LD_LIBRARY_PATH=$$lib $(PREFIX_CHECK)/threads $(MODEL) 8 && \
+	$(PREFIX_CHECK)/bin/lmc generate --prompt "And God said," --no-template --max-tokens 16 --seed 1 && \
 	nm -D --defined-only $$lib/liblmc.so | awk '{print $$3}' | grep -v '^lmc_' | (! grep .)

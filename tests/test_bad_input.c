@@ -412,11 +412,16 @@ static void test_cli_bad_arguments(void **state) {
     expect_logits_fail(c, "", "--tokens");
     expect_logits_fail(c, "1,99999999999", "--tokens");
     expect_generate_fail(c, "1,x", "--tokens");
-    char *args = lmc_sprintf("logits --tokens 1,2 --out '%s'", c->out);
-    expect_cli_fails(args, "--model");
+    /* without --model the shipped model runs: its errors name no --model */
+    char *args = lmc_sprintf("logits --tokens 1,2,5000 --out '%s'", c->out);
+    expect_cli_fails(args, "token id 5000");
     free(args);
     assert_int_equal(bi_file_size(c->dir, "logits.bin"), -1);
-    expect_cli_fails("generate --tokens 1,2 --print-ids", "--model");
+    expect_cli_fails("generate --tokens 1,2 --model /nonexistent/m --print-ids", "/nonexistent/m");
+    expect_cli_fails("generate --tokens 1,,2", "--tokens");
+    expect_cli_fails("generate --tokens 1,2,", "--tokens");
+    expect_cli_fails("generate --temp nan", "--temp");
+    expect_cli_fails("generate --threads 100000", "--threads");
     args = lmc_sprintf("logits --model '%s' --tokens 1 --out '%s' --bogus", c->dir, c->out);
     expect_cli_fails(args, "unknown option '--bogus'");
     free(args);
