@@ -84,6 +84,16 @@ check("generate with an uncached hub id: 1, names the cache", r.returncode == 1
 r = run("generate", "--prompt", "@/nonexistent/prompt.txt")
 check("--prompt @missing-file: 1", r.returncode == 1 and one_line(r.stderr)
       and "/nonexistent/prompt.txt" in r.stderr, r.stderr)
+r = run("logits", "--tokens", "1,2", "--out", "/dev/full")
+check("logits --out /dev/full: 1, says why, the device stays", r.returncode == 1
+      and one_line(r.stderr) and "No space" in r.stderr and not os.path.isfile("/dev/full"),
+      r.stderr)
+r = run("generate", "--prompt", "hi", "--max-tokens", "100000", "--ignore-eos", "--temp", "0")
+check("generate past the context: stops there and says so", r.returncode == 0
+      and "context (1024 tokens)" in r.stderr, r.stderr)
+r = run("generate", "--prompt", "And God said, " * 400, "--no-template", "--max-tokens", "4")
+check("a prompt longer than the context: 1, says so", r.returncode == 1 and one_line(r.stderr)
+      and "context" in r.stderr, r.stderr)
 r = run("logits", "--tokens", "1,2", "--out", "/nonexistent/dir/x.f32")
 check("logits to an unwritable path: 1", r.returncode == 1 and one_line(r.stderr), r.stderr)
 if os.path.exists("/dev/full"):

@@ -84,6 +84,12 @@ bool cli_parse_float(const char *s, double *out);
 /* Reads a whole file (NUL-terminated, *len bytes without the NUL); NULL and
  * errno set on failure. */
 char *cli_read_file(const char *path, size_t *len);
+/* Writes len bytes to path: "-" is stdout; a device or FIFO is written in
+ * place; a regular file goes through a temporary file in the same folder,
+ * fsync'd and renamed, so a failure leaves nothing behind. Every write,
+ * flush and close is checked. Returns CLI_EXIT_OK, or CLI_EXIT_ERROR after
+ * printing the error. */
+int cli_write_file(const char *cmd, const char *path, const void *data, size_t len);
 /* "@FILE" reads FILE, "@-" stdin, anything else is the text itself (copied).
  * NULL on failure, after printing the error. */
 char *cli_text_arg(const char *cmd, const char *arg);

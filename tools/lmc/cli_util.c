@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 bool cli_verbose;
 
@@ -138,6 +140,54 @@ char *cli_read_file(const char *path, size_t *len) {
     if (buf) buf[n] = '\0';
     if (len) *len = n;
     return buf;
+}
+
+static bool write_all(FILE *f, const void *data, size_t len) {
+    return fwrite(data, 1, len, f) == len && fflush(f) == 0;
+}
+
+int cli_write_file(const char *cmd, const char *path, const void *data, size_t len) {
+    struct stat st;
+    if (!strcmp(path, "-")) {
+        if (!write_all(stdout, data, len))
+            return cli_fail(cmd, "cannot write to stdout: %s", strerror(errno));
+        return CLI_EXIT_OK;
+    }
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (S_ISDIR(st.st_mode)) return cli_fail(cmd, "%s is a folder", path);
+        FILE *f = fopen(path, "wb");
+        if (!f) return cli_fail(cmd, "cannot open %s: %s", path, strerror(errno));
+        bool ok = write_all(f, data, len);
+        int e = errno;
+        if (fclose(f) != 0 && ok) {
+            ok = false;
+            e = errno;
+        }
+        return ok ? CLI_EXIT_OK : cli_fail(cmd, "cannot write %s: %s", path, strerror(e));
+    }
+    size_t plen = strlen(path) + 32;
+    char *tmp = malloc(plen);
+    if (!tmp) return cli_fail(cmd, "out of memory");
+    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        int e = errno;
+        free(tmp);
+        return cli_fail(cmd, "cannot write %s: %s", path, strerror(e));
+    }
+    bool ok = write_all(f, data, len) && fsync(fileno(f)) == 0;
+    int e = errno;
+    if (fclose(f) != 0 && ok) {
+        ok = false;
+        e = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = false;
+        e = errno;
+    }
+    if (!ok) unlink(tmp);
+    free(tmp);
+    return ok ? CLI_EXIT_OK : cli_fail(cmd, "cannot write %s: %s", path, strerror(e));
 }
 
 char *cli_text_arg(const char *cmd, const char *arg) {

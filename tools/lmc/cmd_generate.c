@@ -23,6 +23,7 @@ typedef struct job {
     int count;
     bool write_failed;
     lmc_generate_result result;
+    int32_t context; /* the KV cache's capacity: the model's context */
 } job;
 
 static int on_token(int32_t token, const char *text, size_t len, void *ud) {
@@ -42,6 +43,9 @@ static lmc_status run(lmc_context *ctx, void *ud) {
         const lmc_model_preset *p = lmc_context_preset(ctx);
         j->input.prompt = p && p->default_prompt ? p->default_prompt : "Hello";
     }
+    lmc_model_info info;
+    lmc_model_get_info(lmc_context_model(ctx), &info);
+    j->context = info.max_position_embeddings;
     return lmc_context_generate(ctx, &j->input, &j->params, on_token, j, &j->result);
 }
 
@@ -189,7 +193,11 @@ int cmd_generate(int argc, char **argv) {
         cli_print_stats(&j.result.stats);
         rc = CLI_EXIT_INTERRUPTED;
     } else {
-        if (stats) cli_print_stats(&j.result.stats);
+        const lmc_generate_stats *s = &j.result.stats;
+        if (j.result.stop_reason == LMC_STOP_LENGTH && s->generated_tokens < p.max_tokens)
+            fprintf(stderr, "lmc generate: stopped at the end of the model's context (%d tokens)\n",
+                    j.context);
+        if (stats) cli_print_stats(s);
         rc = CLI_EXIT_OK;
     }
 done:

@@ -97,25 +97,7 @@ int cmd_logits(int argc, char **argv) {
         rc = cli_fail_status("logits", st);
         goto done;
     }
-    /* Write to a temporary file and rename, so a failure leaves nothing. */
-    size_t plen = strlen(out_path) + 32;
-    char *tmp = malloc(plen);
-    if (!tmp) {
-        rc = cli_fail("logits", "out of memory");
-        goto done;
-    }
-    snprintf(tmp, plen, "%s.tmp.%ld", out_path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    size_t count = n * (size_t)info.vocab_size;
-    bool ok = f && fwrite(logits, sizeof(float), count, f) == count;
-    if (f) ok = (fclose(f) == 0) && ok;
-    if (ok && rename(tmp, out_path) == 0) {
-        rc = 0;
-    } else {
-        unlink(tmp);
-        rc = cli_fail("logits", "%s: cannot write the logits", out_path);
-    }
-    free(tmp);
+    rc = cli_write_file("logits", out_path, logits, n * (size_t)info.vocab_size * sizeof(float));
 done:
     free(logits);
     free(ids);
