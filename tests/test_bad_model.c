@@ -10,6 +10,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #define LAYER1_DOWN "model.layers.1.mlp.down_proj.weight"
 
@@ -358,6 +360,32 @@ static void test_config_hidden_act(void **state) {
     EXPECT_LOAD(s, LMC_ERR_UNSUPPORTED, s->config, "hidden_act 'relu2' is not supported");
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A config asking for more layers than the weights hold fails before any
+ * per-layer allocation: at once, with little memory (3,000,000 layers took
+ * 9 s and 2.98 GB before the check). */
+static void test_config_more_layers_than_weights(void **state) {
+    scratch *s = *state;
+    assert_true(bi_edit_json(s->dir, "config.json", "num_hidden_layers", json_integer(3000000)));
+    struct rusage before, after;
+    getrusage(RUSAGE_SELF, &before);
+    double t0 = now_s();
+    EXPECT_LOAD(s, LMC_ERR_FORMAT, s->config, "num_hidden_layers is 3000000", "the weights in",
+                "hold 2 layers");
+    double dt = now_s() - t0;
+    getrusage(RUSAGE_SELF, &after);
+    if (dt > 0.1) fail_msg("the check took %.3f s", dt);
+    if (after.ru_maxrss - before.ru_maxrss > 50 * 1024)
+        fail_msg("peak RSS grew by %ld KB", after.ru_maxrss - before.ru_maxrss);
+    assert_true(bi_edit_json(s->dir, "config.json", "num_hidden_layers", json_integer(3)));
+    EXPECT_LOAD(s, LMC_ERR_FORMAT, "num_hidden_layers is 3", "hold 2 layers");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup_f32, teardown)
@@ -388,6 +416,7 @@ int main(void) {
         T(test_config_heads_not_multiple),
         T(test_config_rope),
         T(test_config_hidden_act),
+        T(test_config_more_layers_than_weights),
 #undef T
 #undef S
     };

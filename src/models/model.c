@@ -5,6 +5,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The number of decoder layers the weights hold: 1 + the largest N of a
+ * tensor named "...layers.N....". Checked against config.json before any
+ * per-layer allocation, so a config's numbers cannot ask for more memory
+ * than the weights' metadata describes. */
+static int64_t layers_in_weights(const lmc_weights *w);
+
+lmc_status lmc_model_check_layers(const lmc_model *m, const char *key, int64_t n) {
+    int64_t held = layers_in_weights(&m->weights);
+    if (n <= held || n <= 1) return LMC_OK; /* one layer: let the missing tensor be named */
+    return lmc_error(LMC_ERR_FORMAT,
+                     "%s/config.json: %s is %lld but the weights in %s hold %lld layer%s", m->dir,
+                     key, (long long)n, m->dir, (long long)held, held == 1 ? "" : "s");
+}
+
+static int64_t layers_in_weights(const lmc_weights *w) {
+    int64_t most = 0;
+    for (size_t i = 0; i < w->n_tensors; i++) {
+        for (const char *p = strstr(w->index[i]->name, "layers."); p;
+             p = strstr(p + 1, "layers.")) {
+            const char *d = p + 7;
+            int64_t v = 0;
+            int digits = 0;
+            while (*d >= '0' && *d <= '9' && digits < 12) v = v * 10 + (*d++ - '0'), digits++;
+            if (digits && (*d == '.' || !*d) && v + 1 > most) most = v + 1;
+        }
+    }
+    return most;
+}
+
 lmc_status lmc_model_load(const char *dir, lmc_model **out) {
     if (!out) return lmc_error(LMC_ERR_INVALID_ARG, "lmc_model_load: out is NULL");
     *out = NULL;
@@ -27,6 +56,10 @@ lmc_status lmc_model_load(const char *dir, lmc_model **out) {
     }
     if ((st = lmc_config_parse(&m->cfg, cfg_path, m->arch->defaults)) != LMC_OK) goto fail;
     if ((st = lmc_weights_open(dir, &m->weights)) != LMC_OK) goto fail;
+    /* OpenELM counts its layers under another name and checks them itself */
+    if (strcmp(m->arch->model_type, "openelm") != 0 &&
+        (st = lmc_model_check_layers(m, "num_hidden_layers", m->cfg.num_hidden_layers)) != LMC_OK)
+        goto fail;
     if ((st = lmc_config_quantization(&m->cfg, cfg_path, &m->weights.quantization)) != LMC_OK)
         goto fail;
     if ((st = m->arch->load(m)) != LMC_OK) {

@@ -58,6 +58,11 @@ const lmc_decoder *lmc_decoder_model_decoder(const lmc_model *m);
     .free = lmc_decoder_model_free, .forward = lmc_decoder_model_forward,                          \
     .decoder = lmc_decoder_model_decoder
 
+/* LMC_ERR_FORMAT when config.json's layer count (named key) is more than
+ * the weights hold (1 + the largest N of the tensors "...layers.N..."):
+ * checked before any per-layer allocation. */
+lmc_status lmc_model_check_layers(const lmc_model *m, const char *key, int64_t n);
+
 /* The table mapping model_type to an architecture (models/registry.c). */
 const lmc_arch *lmc_arch_find(const char *model_type);
 /* "llama, mistral, ..." for error messages. */

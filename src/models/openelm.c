@@ -55,10 +55,11 @@ static lmc_status openelm_config(lmc_model *m, double *qh, double *kvh, double *
                          "%s/config.json: OpenELM needs positive integers "
                          "num_transformer_layers, model_dim and head_dim",
                          m->dir);
+    lmc_status st = lmc_model_check_layers(m, "num_transformer_layers", L);
+    if (st != LMC_OK) return st;
     c->num_hidden_layers = L;
     c->hidden_size = dim;
     c->head_dim = hd;
-    lmc_status st;
     if ((st = layer_list(m, "num_query_heads", L, qh)) != LMC_OK) return st;
     if ((st = layer_list(m, "num_kv_heads", L, kvh)) != LMC_OK) return st;
     if ((st = layer_list(m, "ffn_multipliers", L, ffn)) != LMC_OK) return st;
