@@ -203,18 +203,11 @@ static lmc_status dict_method(tpl_ctx *c, tv d, const char *name, const tpl_args
     return LMC_OK;
 }
 
-/* list.append is a mutation jinja2's ImmutableSandboxedEnvironment refuses;
- * it is allowed here because templates written for other engines use
- * `{% set _ = xs.append(x) %}` (a deliberate divergence). */
+/* Lists are immutable, as in transformers' ImmutableSandboxedEnvironment:
+ * append, extend, insert, pop, remove, reverse, sort and clear are refused
+ * with jinja2's SecurityError message. */
 static lmc_status list_method(tpl_ctx *c, tv l, const char *name, const tpl_args *a, tv *out) {
     tv x = tpl_arg(a, 0, NULL, tv_undefined(NULL));
-    if (!strcmp(name, "append")) {
-        if (a->npos != 1) return lmc_error(LMC_ERR_FORMAT, "append() takes exactly one argument");
-        if (l.u.l->len >= c->opts.max_steps) return lmc_error(LMC_ERR_LIMIT, "list too long");
-        if (!tv_list_push(c->arena, l.u.l, x)) return tpl_nomem(c);
-        *out = tv_none();
-        return LMC_OK;
-    }
     if (!strcmp(name, "index") || !strcmp(name, "count")) {
         int64_t n = 0;
         for (size_t i = 0; i < l.u.l->len; i++) {

@@ -568,7 +568,7 @@ static lmc_status encode_segment(const tok_bpe *bpe, const char *w, size_t n, to
         }
         int32_t at = (int32_t)s->cache_ids_len;
         s->cache_ids[s->cache_ids_len++] = (int32_t)k;
-        memcpy(s->cache_ids + s->cache_ids_len, *ids + first, k * sizeof(int32_t));
+        if (k) memcpy(s->cache_ids + s->cache_ids_len, *ids + first, k * sizeof(int32_t));
         s->cache_ids_len += k;
         if (tok_strtab_put(&s->cache, w, n, at) != LMC_OK) lmc_clear_error();
     }
