@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 MODEL ?= tests/fixtures/models/llama-f32
 PROMPT_TOKENS ?= 1,15,27,100,7
 
-.PHONY: all setup build test tsan run fuzz fuzz-run clean format install-check
+.PHONY: all setup build test tsan asan valgrind run fuzz fuzz-run fuzz-smoke clean format install-check
 
 all: build
 
@@ -43,18 +43,51 @@ fuzz:
 	CC=clang cmake -S . -B build-fuzz -DLMC_FUZZ=ON -DLMC_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build build-fuzz -j $(JOBS)
 
-# Runs each fuzz target for FUZZ_TIME seconds over fuzz-corpus/ (git-ignored)
-# and the committed seeds, e.g. make fuzz-run FUZZ_TIME=600.
+# Every fuzz target (fuzz/fuzz_NAME.c) runs FUZZ_TIME seconds from its
+# committed seeds (fuzz/seeds/NAME); fuzz-run keeps what it finds in
+# fuzz-corpus/ (git-ignored), e.g. make fuzz-run FUZZ_TIME=1800; fuzz-smoke
+# (CI) starts from the seeds alone, 60 s each.
 FUZZ_TIME ?= 60
+FUZZ_TARGETS = $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+FUZZ_FLAGS = -timeout=20 -rss_limit_mb=2048 -print_final_stats=1
 fuzz-run: fuzz
-	@for t in safetensors config; do \
-	  mkdir -p fuzz-corpus/$$t && \
-	  build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME) -max_len=4096 -dict=fuzz/$$t.dict \
-	    fuzz-corpus/$$t fuzz/seeds/$$t || exit 1; \
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p fuzz-corpus/$$t fuzz/seeds/$$t && \
+	  echo "== fuzz_$$t: $(FUZZ_TIME) s" && \
+	  build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME) $(FUZZ_FLAGS) \
+	    -max_len=$$(case $$t in tokenizer_load) echo 400000;; template) echo 65536;; *) echo 8192;; esac) \
+	    $$( [ -f fuzz/$$t.dict ] && echo -dict=fuzz/$$t.dict ) \
+	    fuzz-corpus/$$t fuzz/seeds/$$t 2>&1 | tail -n 12 || exit 1; \
+	done
+fuzz-smoke: fuzz
+	@for t in $(FUZZ_TARGETS); do \
+	  n=$$(ls fuzz/seeds/$$t 2>/dev/null | wc -l); \
+	  if [ "$$n" = 0 ]; then echo "fuzz_$$t has no seeds in fuzz/seeds/$$t" >&2; exit 1; fi; \
+	  work=$$(mktemp -d) && cp -r fuzz/seeds/$$t/. $$work/ && \
+	  echo "== fuzz_$$t: $(FUZZ_TIME) s from $$n seeds" && \
+	  build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME) $(FUZZ_FLAGS) \
+	    -max_len=$$(case $$t in tokenizer_load) echo 400000;; template) echo 65536;; *) echo 8192;; esac) \
+	    $$( [ -f fuzz/$$t.dict ] && echo -dict=fuzz/$$t.dict ) $$work > $$work.log 2>&1; \
+	  rc=$$?; tail -n 8 $$work.log; rm -rf $$work $$work.log; [ $$rc = 0 ] || exit 1; \
 	done
 
+# The whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer
+# (any report fails the test that made it).
+ASAN_ENV = ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1" \
+	UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+asan:
+	cmake -S . -B build-asan -DLMC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake --build build-asan -j $(JOBS)
+	tests/tokenizers/fetch.sh build-asan/tokenizers
+	cd build-asan && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS)
+
+# One generate over the shipped (4-bit) model under valgrind's memcheck.
+valgrind: build
+	valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+	  $(BUILD)/lmc generate --prompt "And God said," --no-template --max-tokens 16 --seed 1 --threads 2
+
 clean:
-	rm -rf $(BUILD) build-fuzz build-tsan
+	rm -rf $(BUILD) build-fuzz build-tsan build-asan
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

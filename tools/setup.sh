@@ -6,7 +6,7 @@
 set -eu
 DEPS="make build-essential cmake pkg-config clang clang-format libjansson-dev libpcre2-dev
 libutf8proc-dev libcmocka-dev libopenblas-dev libstb-dev libmicrohttpd-dev libedit-dev
-python3 ca-certificates"
+python3 ca-certificates valgrind libclang-rt-dev"
 if [ "$(id -u)" = 0 ]; then
   SUDO=
 elif command -v sudo >/dev/null 2>&1; then
