@@ -49,9 +49,10 @@ int main(void) {
 PROG
 inc=$(dirname "$header")
 deps=$(pkg-config --libs jansson libpcre2-8 libutf8proc)
-"$cc" -std=c11 -I"$inc" -o "$tmp/embed_static" "$tmp/embed.c" "$a" $deps -lpthread -lm \
+# LMC_EMBED_FLAGS: what a sanitizer build adds (its objects need the runtime)
+"$cc" -std=c11 ${LMC_EMBED_FLAGS:-} -I"$inc" -o "$tmp/embed_static" "$tmp/embed.c" "$a" $deps -lpthread -lm \
     && "$tmp/embed_static" >/dev/null || { echo "a program using lmc.h does not link or run against $a"; status=1; }
-"$cc" -std=c11 -I"$inc" -o "$tmp/embed_shared" "$tmp/embed.c" "$so" -Wl,-rpath,"$(dirname "$so")" \
+"$cc" -std=c11 ${LMC_EMBED_FLAGS:-} -I"$inc" -o "$tmp/embed_shared" "$tmp/embed.c" "$so" -Wl,-rpath,"$(dirname "$so")" \
     && "$tmp/embed_shared" >/dev/null || { echo "a program using lmc.h does not link or run against $so"; status=1; }
 
 [ $status = 0 ] && echo "ok: both libraries export only the lmc_ functions of lmc.h, and an embedder links against each"
