@@ -319,6 +319,8 @@ static void test_limits(void **state) {
     expect_error("{{ range(1000000)|length }}", NULL, &o, LMC_ERR_LIMIT, "Range too big");
     /* Deep nesting is refused by the parser instead of overflowing the stack. */
     char *deep = malloc(20001);
+    assert_non_null(deep);
+    if (!deep) return;
     memset(deep, '(', 10000);
     memset(deep + 10000, ')', 10000);
     deep[20000] = 0;
