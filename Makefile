@@ -47,7 +47,7 @@ fuzz:
 # and the committed seeds, e.g. make fuzz-run FUZZ_TIME=600.
 FUZZ_TIME ?= 60
 fuzz-run: fuzz
-	@for t in safetensors config; do \
+	@for t in safetensors config serve_request; do \
 	  mkdir -p fuzz-corpus/$$t && \
 	  build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME) -max_len=4096 -dict=fuzz/$$t.dict \
 	    fuzz-corpus/$$t fuzz/seeds/$$t || exit 1; \
