@@ -43,8 +43,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!(fabsf(p->presence_penalty) <= 2) || !(fabsf(p->frequency_penalty) <= 2)) __builtin_trap();
     if (p->n_stop < 0 || p->n_stop > SERVE_MAX_STOP || (p->n_stop && !p->stop)) __builtin_trap();
     for (int32_t i = 0; i < p->n_stop; i++)
-        if (!p->stop[i][0]) __builtin_trap();
-        else check_text(p->stop[i]);
+        if (!p->stop[i][0])
+            __builtin_trap();
+        else
+            check_text(p->stop[i]);
     if (p->n_logit_bias < 0 || p->n_logit_bias > SERVE_MAX_LOGIT_BIAS) __builtin_trap();
     for (int32_t i = 0; i < p->n_logit_bias; i++)
         if (p->logit_bias[i].token < 0 || p->logit_bias[i].token >= VOCAB ||
