@@ -389,6 +389,35 @@ class QueueTest(unittest.TestCase):
             self.assertGreaterEqual(srv.metrics()["lmc_requests_rejected_total"], 1)
 
 
+    def test_disconnect_while_queued(self):
+        """A waiting request whose client goes away leaves the queue at once."""
+        with Server("--queue", "1", "--threads", "1") as srv:
+            body = json.dumps({"prompt": "And", "temperature": 0, "max_tokens": 1000, "stream": True,
+                               "logit_bias": {"1": -100, "6": -100}}).encode()
+            a = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+            a.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                      % (len(body), body))
+            self.assertIn(b"200 OK", a.recv(4096))
+            small = json.dumps(chat(max_tokens=4)).encode()
+            b = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+            b.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                      % (len(small), small))
+            deadline = time.time() + 5
+            while srv.metrics()["lmc_queue_depth"] != 1 and time.time() < deadline:
+                time.sleep(0.01)
+            b.close()
+            deadline = time.time() + 5
+            while (m := srv.metrics())["lmc_queue_depth"] != 0 and time.time() < deadline:
+                time.sleep(0.01)
+            self.assertEqual(m["lmc_queue_depth"], 0)
+            self.assertGreaterEqual(m["lmc_requests_cancelled_total"], 1)
+            a.close()
+            st, _, data = srv.post(CHAT, chat(max_tokens=4))
+            self.assertEqual(st, 200, data)
+            # the one that went away never ran: A, and the last one
+            self.assertEqual(srv.metrics()["lmc_generations_total"], 2)
+
+
 class PromptCacheTest(unittest.TestCase):
     def test_five_turns(self):
         """Each turn computes only its new tokens: the previous prompt and reply are cached."""
