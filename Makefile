@@ -24,14 +24,16 @@ test: build
 	tests/tokenizers/fetch.sh $(BUILD)/tokenizers
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# Concurrent sessions on one model, and 8 threads x 50 requests on one
-# container, under ThreadSanitizer (any report fails).
+# Concurrent sessions on one model, 8 threads x 50 requests on one
+# container, and lmc serve's HTTP tests (connection threads, the worker,
+# cancels, shutdown), under ThreadSanitizer (any report fails).
 TSAN_ENV = TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
 tsan:
 	cmake -S . -B build-tsan -DLMC_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
-	cmake --build build-tsan -j $(JOBS) --target test_concurrency test_api
+	cmake --build build-tsan -j $(JOBS) --target test_concurrency test_api lmc
 	$(TSAN_ENV) LMC_TEST_REPS=3 build-tsan/tests/test_concurrency
 	$(TSAN_ENV) LMC_TEST_ONLY=test_stress_one_container build-tsan/tests/test_api
+	$(TSAN_ENV) LMC_CLI=build-tsan/lmc LMC_SOURCE_DIR=. python3 tests/cli/test_serve.py
 
 # The main job: the shipped model (models/kjv-llama-11m-4bit, trained on the
 # King James Bible) continues a verse.

@@ -136,6 +136,11 @@ LMC_API int32_t lmc_session_position(const lmc_session *session);
 /* The tokens the cache holds, in order (lmc_session_position of them);
  * owned by the session, valid until its next change. */
 LMC_API const int32_t *lmc_session_tokens(const lmc_session *session);
+/* Bytes of memory the session's KV cache has allocated (its buffers grow
+ * with the tokens it holds and stay allocated across reset and truncate
+ * until the session is freed); 0 for NULL. For callers that bound the
+ * memory of many sessions, e.g. a server's prompt cache. */
+LMC_API size_t lmc_session_memory_bytes(const lmc_session *session);
 /* Keeps only the first n tokens. LMC_ERR_UNSUPPORTED when the cache cannot
  * go back to n (a rotating sliding-window layer has already overwritten a
  * key that position n still needs, or a longrope model); then reset it. */

@@ -248,6 +248,33 @@ static void run_tokens(lmc_model *m, int threads, const lmc_generate_params *p, 
     lmc_session_free(s);
 }
 
+/* lmc_session_memory_bytes: 0 for NULL, little for a fresh session; grows
+ * with the tokens held (the shipped model: 1024 positions, cache blocks of
+ * 256) and stays through reset (the buffers are kept): what lmc serve's
+ * prompt cache adds up to bound its memory. */
+static void test_session_memory_bytes(void **state) {
+    (void)state;
+    assert_int_equal(lmc_session_memory_bytes(NULL), 0);
+    lmc_model *m = NULL;
+    assert_int_equal(lmc_model_load(LMC_SOURCE_DIR "/models/kjv-llama-11m-4bit", &m), LMC_OK);
+    lmc_session *s = NULL;
+    assert_int_equal(lmc_session_create(m, 0, &s), LMC_OK);
+    assert_true(lmc_session_memory_bytes(s) < 1024); /* nothing held yet */
+    int32_t prompt[] = {1, 15, 27, 100, 7};
+    assert_int_equal(lmc_session_forward(s, prompt, 5, 0, NULL), LMC_OK);
+    size_t a = lmc_session_memory_bytes(s);
+    assert_true(a > 0);
+    int32_t more[300]; /* past the first 256-position block of the cache */
+    for (int i = 0; i < 300; i++) more[i] = 1 + i % 50;
+    assert_int_equal(lmc_session_forward(s, more, 300, 0, NULL), LMC_OK);
+    size_t b = lmc_session_memory_bytes(s);
+    assert_true(b > a);
+    lmc_session_reset(s);
+    assert_int_equal(lmc_session_memory_bytes(s), b);
+    lmc_session_free(s);
+    lmc_model_free(m);
+}
+
 static void test_seeded_across_threads(void **state) {
     (void)state;
     lmc_model *m = NULL;
@@ -632,6 +659,7 @@ int main(void) {
         cmocka_unit_test(test_registry),
         cmocka_unit_test(test_factories),
         cmocka_unit_test(test_load_by_hub_id),
+        cmocka_unit_test(test_session_memory_bytes),
         cmocka_unit_test(test_seeded_across_threads),
         cmocka_unit_test(test_user_processor_and_sampler),
         cmocka_unit_test(test_stops_and_text),

@@ -6,7 +6,7 @@
 set -eu
 DEPS="make build-essential cmake pkg-config clang clang-format libjansson-dev libpcre2-dev
 libutf8proc-dev libcmocka-dev libopenblas-dev libstb-dev libmicrohttpd-dev libedit-dev
-python3 ca-certificates valgrind libclang-rt-dev"
+python3 ca-certificates valgrind libclang-rt-dev wrk"
 if [ "$(id -u)" = 0 ]; then
   SUDO=
 elif command -v sudo >/dev/null 2>&1; then
@@ -23,7 +23,7 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -qq --no-install-recommends $DEPS >/dev/null
-# npm (the tests fetch real tokenizers from the npm registry) comes from
+# npm (the tests fetch real tokenizers and the openai client from the npm registry) comes from
 # Debian only when no Node.js is installed: Debian's npm conflicts with
 # other Node.js builds.
 if ! command -v npm >/dev/null 2>&1; then

@@ -81,6 +81,11 @@ const int32_t *lmc_session_tokens(const lmc_session *s) {
     return s ? s->kv.tokens : NULL;
 }
 
+size_t lmc_session_memory_bytes(const lmc_session *s) {
+    if (!s) return 0;
+    return lmc_kv_cache_bytes(&s->kv) + (size_t)s->kv.tokens_cap * sizeof(int32_t);
+}
+
 /* Whether the cache can go back to n tokens (see lmc_session_truncate). */
 static bool can_truncate(const lmc_session *s, int64_t n) {
     const lmc_kv_cache *c = &s->kv;
