@@ -1,7 +1,9 @@
 /* src/vision against transformers: pixel values of 9 images (PNG RGB, gray,
  * RGBA, palette, 1x1, and PIL's decoded pixels of two JPEGs) through
- * transformers 5.17's SiglipImageProcessor (tests/fixtures/vlm/pixels, made
- * by tests/reference/make_vlm_fixtures.py): max abs difference <= 1e-6.
+ * transformers 5.17's SiglipImageProcessor (torchvision backend,
+ * tests/fixtures/vlm/pixels) and 8 of them through SiglipImageProcessorPil
+ * (PIL, as transformers 4; pixels-pil), made by
+ * tests/reference/make_vlm_fixtures.py: max abs difference <= 1e-6.
  * stb_image's JPEG decoder against PIL's (libjpeg) on the same files:
  * reported, bounded. Bad images (truncated PNG, zero width, a 100000 x
  * 100000 header, a text file named .png, an empty file, a folder, a missing
@@ -36,10 +38,11 @@ static float *read_f32(const char *path, size_t *n) {
     return v;
 }
 
-static void test_pixels_match_transformers(void **state) {
-    (void)state;
+static void check_pixels(const char *set, lmc_resize_backend backend, int min_png) {
     json_t *j = NULL;
-    assert_int_equal(lmc_json_load_file(VLM_DIR "/pixels/pixels.json", &j), LMC_OK);
+    char list[512];
+    snprintf(list, sizeof list, VLM_DIR "/%s/pixels.json", set);
+    assert_int_equal(lmc_json_load_file(list, &j), LMC_OK);
     json_t *cases = json_object_get(j, "cases");
     assert_true(json_array_size(cases) >= 5);
     size_t i;
@@ -49,13 +52,13 @@ static void test_pixels_match_transformers(void **state) {
         const char *image = json_string_value(json_object_get(c, "image"));
         char path[512], ref_path[512];
         snprintf(path, sizeof path, VLM_DIR "/images/%s", image);
-        snprintf(ref_path, sizeof ref_path, VLM_DIR "/pixels/%s",
+        snprintf(ref_path, sizeof ref_path, VLM_DIR "/%s/%s", set,
                  json_string_value(json_object_get(c, "file")));
         lmc_image_processor p;
         assert_int_equal(
             lmc_image_processor_parse(json_object_get(c, "preprocessor"), "pixels.json", &p),
             LMC_OK);
-        assert_int_equal(p.backend, LMC_RESIZE_TORCH); /* transformers 5's default */
+        assert_int_equal(p.backend, backend);
         lmc_image im;
         lmc_status st = lmc_image_load(path, &im);
         assert_int_equal(st, LMC_OK);
@@ -85,8 +88,20 @@ static void test_pixels_match_transformers(void **state) {
         free(ref);
         lmc_image_free(&im);
     }
-    assert_true(png >= 5 && jpeg >= 2);
+    assert_true(png >= min_png && jpeg >= 2);
     json_decref(j);
+}
+
+/* transformers 5's default SiglipImageProcessor (torchvision backend) */
+static void test_pixels_match_transformers(void **state) {
+    (void)state;
+    check_pixels("pixels", LMC_RESIZE_TORCH, 6);
+}
+
+/* SiglipImageProcessorPil (PIL's Image.resize; transformers 4's processor) */
+static void test_pixels_match_transformers_pil(void **state) {
+    (void)state;
+    check_pixels("pixels-pil", LMC_RESIZE_PIL, 5);
 }
 
 /* stb_image decodes JPEG with its own IDCT and chroma upsampling; PIL uses
@@ -264,6 +279,7 @@ static void test_processor_config(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pixels_match_transformers),
+        cmocka_unit_test(test_pixels_match_transformers_pil),
         cmocka_unit_test(test_jpeg_decoders),
         cmocka_unit_test(test_bad_images),
         cmocka_unit_test(test_resize_basics),

@@ -4,7 +4,8 @@
 Run where torch, transformers (5.x), PIL, numpy and safetensors are installed (no internet):
   python3 tests/reference/make_vlm_fixtures.py OUTDIR
 e.g. OUTDIR = tests/fixtures/vlm. `--tokenizer-only OUTDIR` writes just the tiny tokenizer
-(pure Python, no dependencies), to check the C tokenizer loads it.
+(pure Python, no dependencies), to check the C tokenizer loads it; `--pil-only OUTDIR` only
+the PIL-backend pixel values (OUTDIR/pixels-pil) from OUTDIR/images.
 
 OUTDIR/images       test images made with PIL (PNG: RGB, grayscale, RGBA, palette, 1x1; JPEG
                     4:2:0 and 4:4:4); for each JPEG also NAME.jpg.pil.png, PIL's decoded pixels
@@ -14,6 +15,8 @@ OUTDIR/pixels       CASE.f32: pixel_values [3, H, W] float32 from transformers'
                     antialias, rescale, normalize), and pixels.json listing cases with their
                     processor settings; "manual" values (PIL + numpy as the slow processor does)
                     are checked equal to the processor's
+OUTDIR/pixels-pil   the same cases (but the 224 one) through the PIL backend
+                    (SiglipImageProcessorPil: transformers 4's SiglipImageProcessor)
 OUTDIR/paligemma-f32, OUTDIR/paligemma-mlx-4bit-g64
                     model folders (config.json, weights, tokenizer.json, tokenizer_config.json,
                     preprocessor_config.json) with expect.json (input ids from PaliGemmaProcessor,
@@ -241,6 +244,49 @@ def make_pixels(root):
     # the JPEG decoders: PIL's pixels of each JPEG, for the C test's decoder comparison
     json.dump({"cases": cases, "generator": versions()}, open(os.path.join(d, "pixels.json"), "w"),
               indent=1)
+
+
+def make_pixels_pil(root):
+    """The same cases through the PIL backend (transformers 5's SiglipImageProcessorPil, which is
+    transformers 4's SiglipImageProcessor), into OUTDIR/pixels-pil."""
+    d = os.path.join(root, "pixels-pil")
+    os.makedirs(d, exist_ok=True)
+    cases = []
+    for case, image, h, w in PIXEL_CASES:
+        if case.endswith("-to-224"):
+            continue  # keep the fixture small
+        try:
+            path = os.path.join(root, "images", image)
+            man = manual_pixels(path, h, w, [0.5] * 3, [0.5] * 3, 1 / 255)
+            cls = "manual PIL"
+            try:
+                from transformers import SiglipImageProcessorPil
+                proc = SiglipImageProcessorPil(
+                    do_resize=True, size={"height": h, "width": w}, resample=3, do_rescale=True,
+                    rescale_factor=1 / 255, do_normalize=True, image_mean=[0.5] * 3,
+                    image_std=[0.5] * 3, do_convert_rgb=True)
+                ref = proc(images=Image.open(path), return_tensors="np")["pixel_values"][0]
+                ref = ref.astype(np.float32)
+                cls = type(proc).__name__
+            except ImportError:
+                ref = man
+            ref.astype("<f4").tofile(os.path.join(d, case + ".f32"))
+            diff = float(np.abs(ref - man).max())
+            cases.append({"case": case, "image": image, "height": h, "width": w,
+                          "file": case + ".f32", "shape": list(ref.shape), "processor": cls,
+                          "manual_max_abs_diff": diff,
+                          "preprocessor": {"do_resize": True, "size": {"height": h, "width": w},
+                                           "resample": 3, "do_rescale": True,
+                                           "rescale_factor": 1 / 255, "do_normalize": True,
+                                           "image_mean": [0.5] * 3, "image_std": [0.5] * 3,
+                                           "do_convert_rgb": True,
+                                           "image_processor_type": "SiglipImageProcessorPil"}})
+            note("pixels-pil " + case, "ok", "%s, manual diff %.3g" % (cls, diff))
+        except Exception as e:
+            traceback.print_exc()
+            note("pixels-pil " + case, "FAILED", "%s: %s" % (type(e).__name__, e))
+    json.dump({"cases": cases, "generator": versions()},
+              open(os.path.join(d, "pixels.json"), "w"), indent=1)
 
 
 def versions():
@@ -576,6 +622,9 @@ def main():
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
+    if sys.argv[1] == "--pil-only":  # OUTDIR already has images/
+        make_pixels_pil(sys.argv[2])
+        return 0 if all(st == "ok" for _, st, _ in SUMMARY) else 1
     root = sys.argv[1]
     os.makedirs(root, exist_ok=True)
     try:
@@ -586,6 +635,7 @@ def main():
         note("images", "FAILED", str(e))
         return 1
     make_pixels(root)
+    make_pixels_pil(root)
     for name in MODEL_SHAPES:
         try:
             seed, margin = build(root, name)
