@@ -103,6 +103,12 @@ typedef struct lmc_model_info {
     uint64_t weight_bytes; /* bytes of all tensors the model reads */
     uint64_t decode_bytes; /* bytes of weights one decode step reads (MoE: the chosen
                               experts only); 0 when unknown */
+    /* vision-language models (PaliGemma): the placeholder token of image
+     * positions, the positions one image takes, and the side in pixels of
+     * the square images the vision tower takes; -1, 0, 0 for LLMs */
+    int32_t image_token_id;
+    int32_t image_tokens;
+    int32_t image_size;
 } lmc_model_info;
 
 /* Fills info (all zero when model is NULL). */
@@ -484,9 +490,11 @@ typedef struct lmc_context lmc_context;
  * options may be NULL. *out is freed with lmc_container_free. */
 LMC_API lmc_status lmc_llm_load(const char *spec, const lmc_load_options *options,
                                 lmc_container **out);
-/* The VLM factory: the same calls for vision-language models (PaliGemma).
- * Until vision lands: LMC_ERR_UNSUPPORTED, "vision-language models are not
- * supported yet". */
+/* The VLM factory: the same calls for vision-language models (PaliGemma,
+ * Hugging Face or mlx-vlm layouts, dense or MLX-quantized); the folder
+ * also needs preprocessor_config.json (the image processor). An LLM's
+ * folder gives LMC_ERR_UNSUPPORTED. The container is driven exactly as an
+ * LLM's: lmc_context_generate with images in the user input. */
 LMC_API lmc_status lmc_vlm_load(const char *spec, const lmc_load_options *options,
                                 lmc_container **out);
 /* Waits for a running perform to end, then frees everything. */
@@ -532,7 +540,9 @@ typedef struct lmc_message {
  * apply_chat_template(tokenize=True) does. */
 typedef struct lmc_user_input {
     const char *prompt;
-    const char *system; /* with prompt: a system message first; may be NULL */
+    const char *system;        /* with prompt: a system message first; may be NULL */
+    const char *const *images; /* with prompt: image file paths (VLMs), n_images of them */
+    int32_t n_images;
     const lmc_message *messages;
     int32_t n_messages;
     const int32_t *tokens;
@@ -547,17 +557,53 @@ typedef struct lmc_model_input {
     int32_t *tokens; /* freed by lmc_model_input_clear */
     int32_t n_tokens;
     char *rendered; /* the template's text, NULL when no template was used */
+    /* Images (VLMs), as the model's image processor made them: float32
+     * pixel values [n_images, 3, image_height, image_width], channels first,
+     * rescaled and normalized; NULL and 0 for text. The tokens hold
+     * lmc_model_info.image_tokens image_token_id placeholders per image, in
+     * order. Owned by the input (lmc_model_input_clear frees it); a caller
+     * that builds an input itself may point it at its own data. */
+    float *pixel_values;
+    int32_t n_images, image_height, image_width;
 } lmc_model_input;
 
-/* The processor: user input -> model input (token ids; pixel data once
- * vision lands). Errors: LMC_ERR_INVALID_ARG (none or several of prompt,
- * messages, tokens; text input without a tokenizer; images for an LLM;
- * bad JSON), template errors as lmc_chat_template_render. */
+/* The processor: user input -> model input (token ids, and pixel values for
+ * images). For an LLM, the chat template and tokenizer as described at
+ * lmc_user_input. For a VLM (PaliGemma), as transformers'
+ * PaliGemmaProcessor: each image is decoded (PNG, JPEG and what stb_image
+ * reads), converted to RGB, resized with PIL's bicubic filter (its
+ * antialiasing when shrinking) to preprocessor_config.json's size,
+ * rescaled and normalized; the tokens are image_tokens placeholders per
+ * image, BOS, then the text (the prompt, or the last message's content)
+ * and "\n" through the tokenizer without the chat template. Errors:
+ * LMC_ERR_INVALID_ARG (none or several of prompt, messages, tokens; text
+ * input without a tokenizer; images for an LLM; a VLM prompt without an
+ * image; bad JSON), template errors as lmc_chat_template_render, and for
+ * images LMC_ERR_IO (unreadable file), LMC_ERR_FORMAT (not an image,
+ * truncated, zero-sized), LMC_ERR_LIMIT (over 100 million pixels), each
+ * naming the file. */
 LMC_API lmc_status lmc_context_prepare(lmc_context *context, const lmc_user_input *input,
                                        lmc_model_input *out);
 LMC_API void lmc_model_input_clear(lmc_model_input *input);
 
-/* lmc_context_prepare + lmc_generate on the context's session (its prompt cache: a
+/* lmc_generate over a model input: its tokens, and for a VLM its images.
+ * With images the prompt cache is not reused (the session is emptied
+ * first: an image's positions are not told apart by their tokens) and the
+ * prompt runs as one batch, PaliGemma's bidirectional prefix (prefill_step
+ * does not apply); max_kv_size must then be 0 (LMC_ERR_UNSUPPORTED).
+ * Otherwise exactly lmc_generate. Callback, result and stats as there. */
+LMC_API lmc_status lmc_generate_input(lmc_session *session, const lmc_tokenizer *tok,
+                                      const lmc_model_input *input,
+                                      const lmc_generate_params *params, lmc_token_fn cb,
+                                      void *user_data, lmc_generate_result *result);
+/* lmc_session_forward over a model input (one batch; with images their
+ * features fill the image positions and the batch is a bidirectional
+ * prefix). LMC_ERR_INVALID_ARG when images are given to an LLM or the
+ * image tokens do not match the images. */
+LMC_API lmc_status lmc_session_forward_input(lmc_session *session, const lmc_model_input *input,
+                                             int all_positions, float *logits_out);
+
+/* lmc_context_prepare + lmc_generate_input on the context's session (its prompt cache: a
  * conversation re-sent with one more turn computes only the new tokens) and
  * tokenizer, with the preset's extra EOS tokens added to params'. */
 LMC_API lmc_status lmc_context_generate(lmc_context *context, const lmc_user_input *input,

@@ -49,6 +49,8 @@ int main(void) {
 PROG
 inc=$(dirname "$header")
 deps=$(pkg-config --libs jansson libpcre2-8 libutf8proc)
+# built with OpenBLAS (the vision encoder's GEMMs): the archive needs it too
+if nm "$a" 2>/dev/null | grep -q ' U cblas_sgemm$'; then deps="$deps $(pkg-config --libs openblas)"; fi
 # LMC_EMBED_FLAGS: what a sanitizer build adds (its objects need the runtime)
 "$cc" -std=c11 ${LMC_EMBED_FLAGS:-} -I"$inc" -o "$tmp/embed_static" "$tmp/embed.c" "$a" $deps -lpthread -lm \
     && "$tmp/embed_static" >/dev/null || { echo "a program using lmc.h does not link or run against $a"; status=1; }

@@ -3,6 +3,7 @@
 
     base <- tensor <- kernels <- nn <- models <- generate <- api
                                  nn <- tokenizer, template (beside models)
+    base <- vision (beside models; images and the image processor)
 
 A file may include its own folder, any folder below it, and the public
 lmc.h; nothing includes upward or sideways (models, tokenizer and template
@@ -13,7 +14,7 @@ import re
 import sys
 
 RANK = {"base": 0, "tensor": 1, "kernels": 2, "nn": 3, "models": 4, "tokenizer": 4,
-        "template": 4, "generate": 5, "api": 6}
+        "template": 4, "vision": 4, "generate": 5, "api": 6}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 

@@ -92,7 +92,7 @@ static void test_rotating_with_sinks(void **state) {
             keys[p][d] = (float)((x >> 11) % 2001) / 1000.0f - 1.0f;
             vals[p][d] = (float)((x >> 30) % 2001) / 1000.0f - 1.0f;
         }
-    lmc_attention_params ap = {1, 1, HD, 0.35f, 0, 0};
+    lmc_attention_params ap = {1, 1, HD, 0.35f, 0, 0, 0};
     double worst = 0;
     for (int start = 0; start < P; start += B) {
         int nb = P - start < B ? P - start : B;

@@ -125,21 +125,26 @@ static lmc_status load(const char *spec, const lmc_load_options *opt, lmc_model_
                        dir, model_type);
         goto fail;
     }
-    if (want == LMC_MODEL_VLM) {
-        st = kind == LMC_MODEL_VLM
-                 ? lmc_error(LMC_ERR_UNSUPPORTED,
-                             "%s: vision-language models are not supported yet (model_type '%s')",
-                             dir, model_type)
-                 : lmc_error(LMC_ERR_UNSUPPORTED,
-                             "%s is not a vision-language model (model_type '%s'): load it with "
-                             "lmc_llm_load",
-                             dir, model_type);
+    if (want == LMC_MODEL_VLM && kind != LMC_MODEL_VLM) {
+        st = lmc_error(LMC_ERR_UNSUPPORTED,
+                       "%s is not a vision-language model (model_type '%s'): load it with "
+                       "lmc_llm_load",
+                       dir, model_type);
         goto fail;
     }
     c->kind = kind;
     CANCEL("config");
     progress(opt, "weights", 0);
     if ((st = lmc_model_load(dir, &c->model)) != LMC_OK) goto fail;
+    if (kind == LMC_MODEL_VLM && !c->model->vision.tokens_per_image) {
+        st = lmc_error(LMC_ERR_UNSUPPORTED,
+                       "%s: model_type '%s' is not a supported vision-language model (paligemma)",
+                       dir, model_type);
+        goto fail;
+    }
+    if (kind == LMC_MODEL_VLM &&
+        (st = lmc_image_processor_load(dir, &c->image_processor)) != LMC_OK)
+        goto fail;
     CANCEL("weights");
     char *tj = lmc_path_join(dir, "tokenizer.json");
     if (!tj) {
@@ -217,6 +222,7 @@ void lmc_model_input_clear(lmc_model_input *in) {
     if (!in) return;
     free(in->tokens);
     free(in->rendered);
+    free(in->pixel_values);
     memset(in, 0, sizeof *in);
 }
 
@@ -310,6 +316,15 @@ lmc_status lmc_context_prepare(lmc_context *c, const lmc_user_input *in, lmc_mod
     if (in->n_messages < 0 || (in->n_messages > 0 && !in->messages) || in->n_tokens < 0 ||
         (in->n_tokens > 0 && !in->tokens))
         return lmc_error(LMC_ERR_INVALID_ARG, "bad messages or tokens array");
+    if (in->n_images < 0 || (in->n_images > 0 && !in->images))
+        return lmc_error(LMC_ERR_INVALID_ARG, "bad images array");
+    if (in->n_images > 0 && !in->prompt)
+        return lmc_error(LMC_ERR_INVALID_ARG,
+                         "images go with a prompt (or in the messages' images)");
+    if (in->n_images > 0 && c->kind != LMC_MODEL_VLM)
+        return lmc_error(LMC_ERR_INVALID_ARG,
+                         "the input has images, but %s is not a vision-language model", c->dir);
+    if (c->kind == LMC_MODEL_VLM && in->n_tokens == 0) return lmc_vlm_prepare(c, in, out);
     if (in->n_tokens > 0) {
         out->tokens = malloc((size_t)in->n_tokens * sizeof(int32_t));
         if (!out->tokens) return lmc_error(LMC_ERR_NOMEM, "out of memory");
@@ -396,7 +411,7 @@ lmc_status lmc_context_generate(lmc_context *c, const lmc_user_input *in,
         p.eos_strings = eos;
         p.n_eos_strings = n;
     }
-    st = lmc_generate(c->session, c->tok, mi.tokens, mi.n_tokens, &p, cb, user_data, result);
+    st = lmc_generate_input(c->session, c->tok, &mi, &p, cb, user_data, result);
     free(eos);
     lmc_model_input_clear(&mi);
     return st;

@@ -175,9 +175,10 @@ static int32_t reuse_prefix(lmc_session *s, const int32_t *prompt, int32_t n) {
     return k;
 }
 
-lmc_status lmc_generate(lmc_session *s, const lmc_tokenizer *tok, const int32_t *prompt, int32_t n,
-                        const lmc_generate_params *params, lmc_token_fn cb, void *ud,
-                        lmc_generate_result *result) {
+/* The one generation loop, for text (px NULL) and images. */
+static lmc_status generate(lmc_session *s, const lmc_tokenizer *tok, const int32_t *prompt,
+                           int32_t n, const lmc_pixels *px, const lmc_generate_params *params,
+                           lmc_token_fn cb, void *ud, lmc_generate_result *result) {
     lmc_generate_result local;
     if (!result) result = &local;
     memset(result, 0, sizeof *result);
@@ -201,6 +202,10 @@ lmc_status lmc_generate(lmc_session *s, const lmc_tokenizer *tok, const int32_t 
         return lmc_error(LMC_ERR_RANGE,
                          "the prompt's %d tokens exceed the session's context of %lld tokens", n,
                          (long long)s->max_tokens);
+    if (px && params->max_kv_size > 0)
+        return lmc_error(LMC_ERR_UNSUPPORTED,
+                         "lmc_generate: max_kv_size cannot be used with images (their prompt is "
+                         "one bidirectional block)");
     if (params->max_kv_size != s->max_kv &&
         (st = lmc_session_set_max_kv(s, params->max_kv_size)) != LMC_OK)
         return st;
@@ -246,10 +251,17 @@ lmc_status lmc_generate(lmc_session *s, const lmc_tokenizer *tok, const int32_t 
     /* prefill what the cache does not hold yet */
     double t0 = lmc_time_now();
     stats->prompt_tokens = n;
-    stats->cached_tokens = reuse_prefix(s, prompt, n);
-    stats->prefill_tokens = n - stats->cached_tokens;
+    if (px) { /* one bidirectional block: nothing cached is reused, no chunks */
+        lmc_session_reset(s);
+        stats->cached_tokens = 0;
+        stats->prefill_tokens = n;
+        if ((st = lmc_session_forward_images(s, prompt, n, px, false, logits)) != LMC_OK) goto done;
+    } else {
+        stats->cached_tokens = reuse_prefix(s, prompt, n);
+        stats->prefill_tokens = n - stats->cached_tokens;
+    }
     int32_t step = params->prefill_step > 0 ? params->prefill_step : n;
-    for (int32_t off = stats->cached_tokens; off < n; off += step) {
+    for (int32_t off = stats->cached_tokens; !px && off < n; off += step) {
         int32_t m = n - off < step ? n - off : step;
         if ((st = lmc_session_forward(s, prompt + off, m, 0, logits)) != LMC_OK) goto done;
     }
@@ -328,4 +340,22 @@ done:
     free(counts);
     free(hist);
     return st;
+}
+
+lmc_status lmc_generate(lmc_session *s, const lmc_tokenizer *tok, const int32_t *prompt, int32_t n,
+                        const lmc_generate_params *params, lmc_token_fn cb, void *ud,
+                        lmc_generate_result *result) {
+    return generate(s, tok, prompt, n, NULL, params, cb, ud, result);
+}
+
+lmc_status lmc_generate_input(lmc_session *s, const lmc_tokenizer *tok, const lmc_model_input *in,
+                              const lmc_generate_params *params, lmc_token_fn cb, void *ud,
+                              lmc_generate_result *result) {
+    if (result) memset(result, 0, sizeof *result);
+    if (!in) return lmc_error(LMC_ERR_INVALID_ARG, "lmc_generate_input: input is NULL");
+    if (in->n_images < 0 || (in->n_images > 0 && !in->pixel_values))
+        return lmc_error(LMC_ERR_INVALID_ARG, "lmc_generate_input: bad images");
+    lmc_pixels px = {in->pixel_values, in->n_images, in->image_height, in->image_width};
+    return generate(s, tok, in->tokens, in->n_tokens, in->n_images > 0 ? &px : NULL, params, cb, ud,
+                    result);
 }

@@ -37,6 +37,20 @@ void lmc_matmul_dense_rows(const lmc_tensor *w, int64_t r0, int64_t r1, const fl
 /* One row of a float weight matrix as f32. */
 void lmc_dense_row_f32(const lmc_tensor *w, int64_t row, float *out);
 
+/* C [M, N] = alpha * A [M, K] op(B) + beta * C, row-major with leading
+ * dimensions; op(B) = B^T for b_trans (B [N, K]), else B [K, N]. OpenBLAS's
+ * sgemm when built with it (its threads follow lmc_get_num_threads), the
+ * project's threaded dot products otherwise. */
+void lmc_sgemm(bool b_trans, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* y [T, rows] = x [T, cols] w^T as one GEMM over all T rows (w dense F32,
+ * F16 or BF16 [rows, cols], read in place; f16/bf16 converted a block of
+ * rows at a time). Without OpenBLAS (or memory for the block) it is
+ * lmc_matmul_dense_rows. */
+void lmc_matmul_gemm(const lmc_tensor *w, const float *x, int64_t T, float *y);
+/* Whether lmc_sgemm runs on OpenBLAS. */
+bool lmc_have_blas(void);
+
 /* CPU has AVX2, FMA and F16C and the OS saves YMM state (cpuid + xgetbv;
  * cached; kernels/cpu.c). */
 bool lmc_cpu_has_avx2_fma_f16c(void);

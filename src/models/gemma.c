@@ -7,24 +7,27 @@
 #include <math.h>
 #include <stdlib.h>
 
-static lmc_status gemma_load(lmc_model *m) {
-    lmc_decoder *d = calloc(1, sizeof *d);
-    if (!d) return lmc_error(LMC_ERR_NOMEM, "out of memory");
-    m->impl = d;
-    lmc_status st = lmc_decoder_init(d, &m->cfg);
+lmc_status lmc_gemma_bind(lmc_decoder *d, const lmc_model_config *cfg, const lmc_weights *w) {
+    lmc_status st = lmc_decoder_init(d, cfg);
     if (st != LMC_OK) return st;
     /* Gemma names it hidden_activation; hidden_act is the legacy key. */
-    const char *act_name = lmc_json_string(m->cfg.json, "hidden_activation", NULL, NULL);
-    if (!act_name) act_name = lmc_json_string(m->cfg.json, "hidden_act", "gelu_pytorch_tanh", NULL);
+    const char *act_name = lmc_json_string(cfg->json, "hidden_activation", NULL, NULL);
+    if (!act_name) act_name = lmc_json_string(cfg->json, "hidden_act", "gelu_pytorch_tanh", NULL);
     lmc_activation act;
     if ((st = lmc_activation_parse(act_name, &act)) != LMC_OK) return st;
     /* transformers uses the tanh approximation even when hidden_act says "gelu". */
     if (act == LMC_ACT_GELU) act = LMC_ACT_GELU_TANH;
-    st = lmc_decoder_bind_llama_layout(d, &m->weights, 1.0f, act, m->cfg.attention_bias,
-                                       m->cfg.attention_bias);
+    st = lmc_decoder_bind_llama_layout(d, w, 1.0f, act, cfg->attention_bias, cfg->attention_bias);
     if (st != LMC_OK) return st;
-    d->embed_scale = sqrtf((float)m->cfg.hidden_size);
+    d->embed_scale = sqrtf((float)cfg->hidden_size);
     return LMC_OK;
+}
+
+static lmc_status gemma_load(lmc_model *m) {
+    lmc_decoder *d = calloc(1, sizeof *d);
+    if (!d) return lmc_error(LMC_ERR_NOMEM, "out of memory");
+    m->impl = d;
+    return lmc_gemma_bind(d, &m->cfg, &m->weights);
 }
 
 static const lmc_config_defaults gemma_defaults = {.rms_norm_eps = 1e-6,

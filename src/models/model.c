@@ -54,6 +54,8 @@ lmc_status lmc_model_load(const char *dir, lmc_model **out) {
                        cfg_path, m->cfg.model_type, lmc_arch_names());
         goto fail;
     }
+    if (m->arch->text_config && (st = lmc_config_use_text_config(&m->cfg, cfg_path)) != LMC_OK)
+        goto fail;
     if ((st = lmc_config_parse(&m->cfg, cfg_path, m->arch->defaults)) != LMC_OK) goto fail;
     if ((st = lmc_weights_open(dir, &m->weights)) != LMC_OK) goto fail;
     /* OpenELM counts its layers under another name and checks them itself */
@@ -100,4 +102,7 @@ void lmc_model_get_info(const lmc_model *m, lmc_model_info *info) {
     info->weight_bytes = m->weights.total_bytes;
     const lmc_decoder *d = m->arch->decoder && m->impl ? m->arch->decoder(m) : NULL;
     if (d) info->decode_bytes = lmc_decoder_bytes_per_token(d);
+    info->image_token_id = m->vision.tokens_per_image ? m->vision.image_token_id : -1;
+    info->image_tokens = m->vision.tokens_per_image;
+    info->image_size = m->vision.image_size;
 }

@@ -7,13 +7,27 @@
 
 typedef struct lmc_arch lmc_arch;
 
+/* What a vision-language model's inputs need (zero for LLMs). */
+typedef struct lmc_vision_info {
+    int32_t image_token_id;   /* the placeholder token of image positions */
+    int32_t tokens_per_image; /* image positions per image */
+    int32_t image_size;       /* pixels per side the vision tower takes */
+} lmc_vision_info;
+
 struct lmc_model {
     char *dir;
     lmc_model_config cfg;
     lmc_weights weights;
     const lmc_arch *arch;
     void *impl; /* the architecture's weights struct */
+    lmc_vision_info vision;
 };
+
+/* Images as pixel values: [n, 3, height, width] floats (borrowed). */
+typedef struct lmc_pixels {
+    const float *data;
+    int64_t n, height, width;
+} lmc_pixels;
 
 struct lmc_session {
     lmc_model *model;
@@ -45,7 +59,20 @@ struct lmc_arch {
      * decoder (session setup reads its sliding windows, stats its bytes per
      * token); NULL for an architecture with a forward of its own. */
     const lmc_decoder *(*decoder)(const lmc_model *m);
+    /* VLMs (NULL for LLMs): a forward whose image-token positions take the
+     * images' features, in order, with the whole batch as a bidirectional
+     * prefix. */
+    lmc_status (*forward_images)(lmc_model *m, lmc_kv_cache *kv, const int32_t *tokens, int64_t T,
+                                 const lmc_pixels *images, bool all_positions, float *logits);
+    /* config.json nests the language model's settings in text_config */
+    bool text_config;
 };
+
+/* lmc_session_forward with images (lmc_arch.forward_images): tokens[0..n)
+ * in one batch. LMC_ERR_INVALID_ARG when the model is not a VLM or the
+ * image tokens and images do not match. */
+lmc_status lmc_session_forward_images(lmc_session *s, const int32_t *tokens, int32_t n,
+                                      const lmc_pixels *images, bool all_positions, float *logits);
 
 /* The shared decoder's hooks (models/decoder_model.c), for architectures
  * whose load puts an lmc_decoder in m->impl: end the table entry with
@@ -62,6 +89,11 @@ const lmc_decoder *lmc_decoder_model_decoder(const lmc_model *m);
  * the weights hold (1 + the largest N of the tensors "...layers.N..."):
  * checked before any per-layer allocation. */
 lmc_status lmc_model_check_layers(const lmc_model *m, const char *key, int64_t n);
+
+/* Gemma's decoder over cfg and weights w (Llama key names): (1 + w)
+ * norms, embeddings x sqrt(hidden), GELU-tanh (models/gemma.c); also
+ * PaliGemma's language model. */
+lmc_status lmc_gemma_bind(lmc_decoder *d, const lmc_model_config *cfg, const lmc_weights *w);
 
 /* The table mapping model_type to an architecture (models/registry.c). */
 const lmc_arch *lmc_arch_find(const char *model_type);

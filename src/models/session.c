@@ -365,3 +365,45 @@ lmc_status lmc_session_load(lmc_session *s, const char *path) {
     lmc_unmap_file(&f);
     return st;
 }
+
+lmc_status lmc_session_forward_images(lmc_session *s, const int32_t *tokens, int32_t n,
+                                      const lmc_pixels *images, bool all_positions, float *logits) {
+    if (!s || !tokens || n <= 0 || !images || !images->data || images->n <= 0)
+        return lmc_error(LMC_ERR_INVALID_ARG, "lmc_session_forward_images: bad arguments");
+    if (!s->model->arch->forward_images)
+        return lmc_error(LMC_ERR_INVALID_ARG,
+                         "images were given, but %s (model_type '%s') is not a vision-language "
+                         "model",
+                         s->model->dir, s->model->cfg.model_type);
+    int64_t V = s->model->cfg.vocab_size;
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return lmc_error(LMC_ERR_RANGE,
+                             "token id %d at position %d is outside the vocabulary (0..%lld)",
+                             tokens[i], i, (long long)V - 1);
+    if (s->kv.length + n > s->max_tokens)
+        return lmc_error(LMC_ERR_RANGE, "%lld tokens exceed the session's context of %lld",
+                         (long long)(s->kv.length + n), (long long)s->max_tokens);
+    if (s->kv.max_batch > 0 && n > s->kv.max_batch)
+        return lmc_error(LMC_ERR_UNSUPPORTED,
+                         "an input with images runs as one batch, but this session's cache takes "
+                         "at most %lld tokens at once (max_kv_size or sliding layers)",
+                         (long long)s->kv.max_batch);
+    lmc_status st = lmc_kv_cache_remember(&s->kv, tokens, s->kv.length, n);
+    if (st != LMC_OK) return st;
+    return s->model->arch->forward_images(s->model, &s->kv, tokens, n, images, all_positions,
+                                          logits);
+}
+
+lmc_status lmc_session_forward_input(lmc_session *s, const lmc_model_input *in, int all_positions,
+                                     float *logits_out) {
+    if (!s || !in)
+        return lmc_error(LMC_ERR_INVALID_ARG, "lmc_session_forward_input: bad arguments");
+    if (in->n_images < 0 || (in->n_images > 0 && !in->pixel_values))
+        return lmc_error(LMC_ERR_INVALID_ARG, "lmc_session_forward_input: bad images");
+    if (in->n_images == 0)
+        return lmc_session_forward(s, in->tokens, in->n_tokens, all_positions, logits_out);
+    lmc_pixels px = {in->pixel_values, in->n_images, in->image_height, in->image_width};
+    return lmc_session_forward_images(s, in->tokens, in->n_tokens, &px, all_positions != 0,
+                                      logits_out);
+}

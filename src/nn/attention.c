@@ -31,7 +31,9 @@ static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
         int64_t window = L->keep ? L->window : p->sliding_window, lo = 0;
         if (window > 0 && pos - window + 1 > 0) lo = pos - window + 1;
         int64_t sinks = L->keep < lo ? L->keep : lo;
-        int64_t n = sinks + pos - lo + 1;
+        int64_t last = pos; /* the last key seen */
+        if (p->prefix > pos + 1 && window <= 0 && !L->keep) last = p->prefix - 1;
+        int64_t n = sinks + last - lo + 1;
         float *s = lmc_thread_scratch(LMC_SCRATCH_ATTENTION, (size_t)n * sizeof(float));
         if (!s) {
             atomic_store(&j->failed, true);
@@ -65,5 +67,38 @@ lmc_status lmc_attention(const lmc_attention_params *p, const lmc_kv_cache *c, i
     if (atomic_load(&j.failed))
         return lmc_error(LMC_ERR_NOMEM, "out of memory for attention scores over %lld positions",
                          (long long)(start + T));
+    return LMC_OK;
+}
+
+typedef struct full_job {
+    const float *q, *k, *v;
+    int64_t n, n_heads, hd;
+    float scale;
+    float *out;
+    float *scores; /* [n_heads, n, n] */
+} full_job;
+
+static void softmax_rows(void *ctx, int64_t b, int64_t e, int worker) {
+    full_job *j = ctx;
+    for (int64_t r = b; r < e; r++) lmc_softmax(j->scores + r * j->n, j->n);
+}
+
+lmc_status lmc_attention_full(const float *q, const float *k, const float *v, int64_t n,
+                              int64_t n_heads, int64_t head_dim, float scale, float *out) {
+    size_t bytes = (size_t)n_heads * (size_t)n * (size_t)n * sizeof(float);
+    float *scores = lmc_alloc_aligned(bytes);
+    if (!scores)
+        return lmc_error(LMC_ERR_NOMEM, "out of memory for %lld x %lld attention scores",
+                         (long long)n, (long long)n);
+    int64_t ld = n_heads * head_dim;
+    for (int64_t h = 0; h < n_heads; h++)
+        lmc_sgemm(true, n, n, head_dim, scale, q + h * head_dim, ld, k + h * head_dim, ld, 0.0f,
+                  scores + h * n * n, n);
+    full_job j = {q, k, v, n, n_heads, head_dim, scale, out, scores};
+    lmc_parallel_for(n_heads * n, 8, softmax_rows, &j);
+    for (int64_t h = 0; h < n_heads; h++)
+        lmc_sgemm(false, n, head_dim, n, 1.0f, scores + h * n * n, n, v + h * head_dim, ld, 0.0f,
+                  out + h * head_dim, ld);
+    lmc_free_aligned(scores);
     return LMC_OK;
 }

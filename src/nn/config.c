@@ -46,7 +46,30 @@ lmc_status lmc_config_load(const char *dir, lmc_model_config *cfg) {
     return st;
 }
 
+lmc_status lmc_config_use_text_config(lmc_model_config *cfg, const char *what) {
+    json_t *top = cfg->json;
+    json_t *text = json_object_get(top, "text_config");
+    if (!json_is_object(text))
+        return lmc_error(LMC_ERR_FORMAT,
+                         "%s: a vision-language config needs a 'text_config' object", what);
+    json_t *copy = json_deep_copy(text);
+    if (!copy) return lmc_error(LMC_ERR_NOMEM, "out of memory");
+    static const char *const inherited[] = {"quantization", "quantization_config", "eos_token_id",
+                                            "bos_token_id", "tie_word_embeddings"};
+    for (size_t i = 0; i < sizeof inherited / sizeof inherited[0]; i++) {
+        json_t *v = json_object_get(top, inherited[i]);
+        if (v && !json_object_get(copy, inherited[i])) json_object_set(copy, inherited[i], v);
+    }
+    /* the top level's quantization always wins: mlx-vlm writes it there */
+    json_t *q = json_object_get(top, "quantization");
+    if (q) json_object_set(copy, "quantization", q);
+    cfg->vlm_json = top;
+    cfg->json = copy;
+    return LMC_OK;
+}
+
 void lmc_config_free(lmc_model_config *cfg) {
+    if (cfg->vlm_json) json_decref(cfg->vlm_json);
     if (cfg->json) json_decref(cfg->json);
     if (cfg->gen_json) json_decref(cfg->gen_json);
     free(cfg->path);

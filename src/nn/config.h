@@ -28,7 +28,8 @@ typedef struct lmc_rope_config {
 } lmc_rope_config;
 
 typedef struct lmc_model_config {
-    json_t *json;     /* the whole config.json (owned) */
+    json_t *json;     /* the whole config.json (owned); a VLM's: its text_config (see vlm_json) */
+    json_t *vlm_json; /* a VLM's whole config.json (owned), else NULL */
     json_t *gen_json; /* generation_config.json when present (owned), else NULL */
     char *path;       /* config.json's path, for messages (owned; NULL from text) */
     const char *model_type;
@@ -64,6 +65,12 @@ typedef struct lmc_config_defaults {
 /* Reads dir/config.json (and generation_config.json's eos ids). Errors name
  * the file and key. */
 lmc_status lmc_config_load(const char *dir, lmc_model_config *cfg);
+/* For a vision-language model: cfg->json becomes a copy of its
+ * text_config (with the top level's quantization, eos/bos ids and
+ * tie_word_embeddings where text_config has none), the whole file moves to
+ * cfg->vlm_json; model_type stays the top level's. LMC_ERR_FORMAT when
+ * text_config is missing or not an object. */
+lmc_status lmc_config_use_text_config(lmc_model_config *cfg, const char *what);
 /* Fills the typed fields from cfg->json using the defaults; checks sizes. */
 lmc_status lmc_config_parse(lmc_model_config *cfg, const char *what,
                             const lmc_config_defaults *defaults);

@@ -142,10 +142,23 @@ static lmc_status rerun_with_long_factors(lmc_decoder *d, lmc_kv_cache *kv, cons
 
 lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *tokens, int64_t T,
                                bool all_positions, float *logits) {
+    return lmc_decoder_forward_inputs(d, kv, tokens, T, NULL, all_positions, logits);
+}
+
+lmc_status lmc_decoder_forward_inputs(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *tokens,
+                                      int64_t T, const lmc_decoder_inputs *in, bool all_positions,
+                                      float *logits) {
     int64_t H = d->hidden, hd = d->head_dim, nh = d->n_heads, nkv = d->n_kv_heads;
     int64_t qd = nh * hd, kd = nkv * hd;
     int64_t start = kv->length;
     bool longrope = d->rope.long_inv_freq != NULL;
+    if (in && in->prefix > 0)
+        for (int64_t l = 0; l < kv->n_layers; l++)
+            if (kv->layers[l].window > 0 || kv->layers[l].keep > 0 || d->layers[l].sliding_window)
+                return lmc_error(LMC_ERR_UNSUPPORTED,
+                                 "a bidirectional prefix needs a KV cache that keeps every "
+                                 "position (layer %lld rotates)",
+                                 (long long)l);
     if (longrope && start > 0 && kv->tokens && !lmc_rope_uses_long(&d->rope, start) &&
         lmc_rope_uses_long(&d->rope, start + T))
         return rerun_with_long_factors(d, kv, tokens, T, all_positions, logits);
@@ -163,9 +176,13 @@ lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *
     float *k = attn + T * qd, *v = k + T * kd, *qkv = v + T * kd;
     for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)(start + t);
 
-    lmc_embedding_lookup(&d->embed, tokens, T, x);
-    if (d->embed_scale != 1.0f)
-        for (int64_t i = 0; i < T * H; i++) x[i] *= d->embed_scale;
+    if (in && in->embeds) {
+        memcpy(x, in->embeds, (size_t)(T * H) * sizeof(float));
+    } else {
+        lmc_embedding_lookup(&d->embed, tokens, T, x);
+        if (d->embed_scale != 1.0f)
+            for (int64_t i = 0; i < T * H; i++) x[i] *= d->embed_scale;
+    }
     for (int64_t l = 0; l < d->n_layers && st == LMC_OK; l++) {
         const lmc_decoder_layer *y = &d->layers[l];
         /* this layer's heads (OpenELM varies them per layer) */
@@ -194,6 +211,7 @@ lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *
         lmc_kv_cache_store(&lkv, l, start, k, v, T);
         lmc_attention_params ap = d->attn;
         ap.sliding_window = y->sliding_window;
+        ap.prefix = in ? in->prefix : 0;
         ap.n_heads = lnh;
         ap.n_kv_heads = lnkv;
         if ((st = lmc_attention(&ap, &lkv, l, q, start, T, attn)) != LMC_OK) break;

@@ -14,6 +14,8 @@ typedef enum lmc_activation {
 
 /* Parses transformers' hidden_act names. */
 lmc_status lmc_activation_parse(const char *name, lmc_activation *out);
+/* x[i] = act(x[i]) for i < n */
+void lmc_activation_apply(lmc_activation act, float *x, int64_t n);
 
 typedef struct lmc_norm {
     const lmc_tensor *weight; /* NULL = absent (the step is skipped) */
@@ -118,6 +120,20 @@ uint64_t lmc_decoder_bytes_per_token(const lmc_decoder *d);
 
 lmc_status lmc_decoder_forward(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *tokens, int64_t T,
                                bool all_positions, float *logits);
+/* What a multimodal input changes in the decoder's forward. */
+typedef struct lmc_decoder_inputs {
+    /* [T, hidden]: the input embeddings, used as they are (embed_scale is
+     * not applied) instead of looking the tokens up; NULL = look up */
+    const float *embeds;
+    /* > 0: attention is bidirectional among positions < prefix (PaliGemma's
+     * prefix-LM over image and prompt), causal after */
+    int64_t prefix;
+} lmc_decoder_inputs;
+/* lmc_decoder_forward with inputs (NULL = none). A prefix needs layers that
+ * keep every position (LMC_ERR_UNSUPPORTED otherwise). */
+lmc_status lmc_decoder_forward_inputs(lmc_decoder *d, lmc_kv_cache *kv, const int32_t *tokens,
+                                      int64_t T, const lmc_decoder_inputs *in, bool all_positions,
+                                      float *logits);
 
 /* MoE forward over x [T, hidden] into y [T, hidden]. */
 /* y [T, hidden] = the MoE block of x. calls (may be NULL): the caller's

@@ -28,7 +28,9 @@ lmc_status lmc_quant_params(const lmc_weights *w, const char *module, const lmc_
                          "%s: '%s' is stored quantized (%s.scales) but config.json has no "
                          "\"quantization\"",
                          w->dir, module, module);
-    const json_t *entry = json_object_get(q, module);
+    char file_module[512];
+    const json_t *entry =
+        json_object_get(q, lmc_weights_file_name(w, module, file_module, sizeof file_module));
     if (json_is_false(entry))
         return lmc_error(LMC_ERR_FORMAT,
                          "%s: config.json's quantization marks '%s' as not quantized, but the "
@@ -137,6 +139,14 @@ void lmc_linear_forward(const lmc_linear *l, const float *x, int64_t T, float *y
         lmc_qmatmul_rows(&l->qw, 0, l->out, x, T, y, l->out);
     else
         lmc_matmul_dense_rows(l->weight, 0, l->out, x, T, y, l->out);
+    if (l->bias) add_bias(l->bias, y, T, l->out);
+}
+
+void lmc_linear_forward_gemm(const lmc_linear *l, const float *x, int64_t T, float *y) {
+    if (l->quantized)
+        lmc_qmatmul_rows(&l->qw, 0, l->out, x, T, y, l->out);
+    else
+        lmc_matmul_gemm(l->weight, x, T, y);
     if (l->bias) add_bias(l->bias, y, T, l->out);
 }
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void activate(lmc_activation act, float *x, int64_t n) {
+void lmc_activation_apply(lmc_activation act, float *x, int64_t n) {
     switch (act) {
     case LMC_ACT_SILU:
         for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
@@ -31,7 +31,7 @@ lmc_status lmc_mlp_forward(const lmc_mlp *m, const float *x, int64_t T, float *y
     float *u = g + T * I;
     if (!m->gated) {
         lmc_linear_forward(&m->up, x, T, g);
-        activate(m->act, g, T * I);
+        lmc_activation_apply(m->act, g, T * I);
     } else if (m->fused_gate_up) {
         /* gate_up_proj output per token: [gate (I) | up (I)] */
         float *gu = u; /* reuse: T * 2I would not fit in u; compute into a fresh buffer */
@@ -47,12 +47,12 @@ lmc_status lmc_mlp_forward(const lmc_mlp *m, const float *x, int64_t T, float *y
             memcpy(gu + t * I, both + t * 2 * I + I, (size_t)I * sizeof(float));
         }
         lmc_free_aligned(both);
-        activate(m->act, g, T * I);
+        lmc_activation_apply(m->act, g, T * I);
         for (int64_t i = 0; i < T * I; i++) g[i] *= u[i];
     } else {
         lmc_linear_forward(&m->gate, x, T, g);
         lmc_linear_forward(&m->up, x, T, u);
-        activate(m->act, g, T * I);
+        lmc_activation_apply(m->act, g, T * I);
         for (int64_t i = 0; i < T * I; i++) g[i] *= u[i];
     }
     lmc_linear_forward(&m->down, g, T, y);

@@ -34,6 +34,10 @@ lmc_status lmc_linear_bind(lmc_linear *l, const lmc_weights *w, const char *pref
                            int64_t out, bool has_bias);
 /* y [T, out] = x [T, in] W^T + b */
 void lmc_linear_forward(const lmc_linear *l, const float *x, int64_t T, float *y);
+/* The same, a dense weight as one GEMM over all T rows (lmc_matmul_gemm:
+ * OpenBLAS when built with it), for large batches such as a vision
+ * encoder's patches; a quantized one through lmc_qmatmul_rows. */
+void lmc_linear_forward_gemm(const lmc_linear *l, const float *x, int64_t T, float *y);
 
 /* ---- embedding ---- */
 
@@ -154,6 +158,9 @@ typedef struct lmc_attention_params {
     float scale;            /* usually 1/sqrt(head_dim) */
     int64_t sliding_window; /* 0 = none; else key j is seen by query i when i - j < window */
     float softcap;          /* 0 = none */
+    /* > 0: queries also see every key at a position < prefix (PaliGemma's
+     * bidirectional prefix); only for layers that keep every position */
+    int64_t prefix;
 } lmc_attention_params;
 
 /* Causal attention of q [T, n_heads, head_dim] at positions start..start+T-1
@@ -162,5 +169,12 @@ typedef struct lmc_attention_params {
  * its own); out [T, n_heads*head_dim]. */
 lmc_status lmc_attention(const lmc_attention_params *p, const lmc_kv_cache *c, int64_t layer,
                          const float *q, int64_t start, int64_t T, float *out);
+
+/* Full (non-causal) multi-head self-attention of n tokens, as the vision
+ * encoders' eager attention: q, k, v [n, n_heads, head_dim] (rows of
+ * n_heads * head_dim), out [n, n_heads * head_dim]; per head one GEMM for
+ * the scores, a softmax per row, one GEMM for the values. */
+lmc_status lmc_attention_full(const float *q, const float *k, const float *v, int64_t n,
+                              int64_t n_heads, int64_t head_dim, float scale, float *out);
 
 #endif

@@ -25,6 +25,11 @@ lmc_status lmc_safetensors_open(const char *path, lmc_safetensors *out);
 void lmc_safetensors_close(lmc_safetensors *st);
 const lmc_tensor *lmc_safetensors_find(const lmc_safetensors *st, const char *name);
 
+/* A prefix rename: names beginning with `from` appear as `to` + the rest. */
+typedef struct lmc_weight_rename {
+    const char *from, *to;
+} lmc_weight_rename;
+
 /* All tensors of a model folder: model.safetensors.index.json's shards, or
  * model.safetensors, or every *.safetensors in the folder. */
 typedef struct lmc_weights {
@@ -37,9 +42,26 @@ typedef struct lmc_weights {
     /* config.json's MLX "quantization" object (borrowed), or NULL: consulted
      * when binding quantized modules. */
     const json_t *quantization;
+    /* A view (lmc_weights_view): tensors renamed, files borrowed from the
+     * parent; the renames, to map names back (quantization overrides are
+     * keyed by the file's module paths). */
+    lmc_tensor *view_tensors; /* owned copies with the new names */
+    char *view_names;
+    const lmc_weight_rename *renames;
+    size_t n_renames;
 } lmc_weights;
 
 lmc_status lmc_weights_open(const char *dir, lmc_weights *out);
+/* A view of w holding the tensors whose names begin with one of the
+ * renames' `from` (the first that matches), named `to` + the rest: e.g.
+ * {"language_model.model.", "model."} shows a VLM's language model with an
+ * LLM's names. Data stays where it is; w must outlive the view, which is
+ * closed with lmc_weights_close. renames (static storage) is borrowed. */
+lmc_status lmc_weights_view(const lmc_weights *w, const lmc_weight_rename *renames,
+                            size_t n_renames, lmc_weights *out);
+/* The name a view's tensor or module has in the file (the rename undone),
+ * into buf; the name itself for a plain lmc_weights. */
+const char *lmc_weights_file_name(const lmc_weights *w, const char *name, char *buf, size_t size);
 void lmc_weights_close(lmc_weights *w);
 /* NULL when absent (no error set). */
 const lmc_tensor *lmc_weights_find(const lmc_weights *w, const char *name);

@@ -4,6 +4,7 @@
 #include "tensor/safetensors.h"
 
 #include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -169,8 +170,73 @@ done:
     return st;
 }
 
+lmc_status lmc_weights_view(const lmc_weights *w, const lmc_weight_rename *renames,
+                            size_t n_renames, lmc_weights *out) {
+    memset(out, 0, sizeof *out);
+    size_t n = 0, name_bytes = 0;
+    for (size_t i = 0; i < w->n_tensors; i++)
+        for (size_t r = 0; r < n_renames; r++) {
+            size_t fl = strlen(renames[r].from);
+            if (!strncmp(w->index[i]->name, renames[r].from, fl)) {
+                n++;
+                name_bytes += strlen(renames[r].to) + strlen(w->index[i]->name) - fl + 1;
+                break;
+            }
+        }
+    out->dir = lmc_strdup(w->dir);
+    out->view_tensors = calloc(n ? n : 1, sizeof *out->view_tensors);
+    out->index = calloc(n ? n : 1, sizeof *out->index);
+    out->view_names = malloc(name_bytes ? name_bytes : 1);
+    if (!out->dir || !out->view_tensors || !out->index || !out->view_names) {
+        lmc_weights_close(out);
+        return lmc_error(LMC_ERR_NOMEM, "out of memory");
+    }
+    char *p = out->view_names;
+    for (size_t i = 0; i < w->n_tensors; i++)
+        for (size_t r = 0; r < n_renames; r++) {
+            size_t fl = strlen(renames[r].from);
+            const char *name = w->index[i]->name;
+            if (strncmp(name, renames[r].from, fl)) continue;
+            lmc_tensor *t = &out->view_tensors[out->n_tensors];
+            *t = *w->index[i];
+            size_t len = (size_t)sprintf(p, "%s%s", renames[r].to, name + fl);
+            t->name = p;
+            p += len + 1;
+            out->index[out->n_tensors++] = t;
+            out->total_bytes += t->nbytes;
+            break;
+        }
+    qsort(out->index, out->n_tensors, sizeof *out->index, cmp_tensor_ptr);
+    for (size_t i = 1; i < out->n_tensors; i++)
+        if (!strcmp(out->index[i]->name, out->index[i - 1]->name)) {
+            lmc_status st = lmc_error(LMC_ERR_FORMAT,
+                                      "%s: two tensors are both named '%s' after renaming (the "
+                                      "file mixes key layouts)",
+                                      w->dir, out->index[i]->name);
+            lmc_weights_close(out);
+            return st;
+        }
+    out->quantization = w->quantization;
+    out->renames = renames;
+    out->n_renames = n_renames;
+    return LMC_OK;
+}
+
+const char *lmc_weights_file_name(const lmc_weights *w, const char *name, char *buf, size_t size) {
+    for (size_t r = 0; r < w->n_renames; r++) {
+        size_t tl = strlen(w->renames[r].to);
+        if (strncmp(name, w->renames[r].to, tl)) continue;
+        /* the view holds a tensor under this rename: check it came from it */
+        snprintf(buf, size, "%s%s", w->renames[r].from, name + tl);
+        return buf;
+    }
+    return name;
+}
+
 void lmc_weights_close(lmc_weights *w) {
     for (size_t i = 0; i < w->n_files; i++) lmc_safetensors_close(&w->files[i]);
+    free(w->view_tensors);
+    free(w->view_names);
     free(w->files);
     free(w->index);
     free(w->dir);
