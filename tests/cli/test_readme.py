@@ -37,8 +37,15 @@ def table(marker):
     return rows[1:]  # without the header
 
 
+IMAGE = os.path.join(SRC, "tests", "fixtures", "vlm", "images", "rgb-31x47.png")
+
+
 def generates(folder):
-    r = subprocess.run([LMC, "generate", "--model", os.path.join(SRC, folder), "--tokens", "1,2,3",
+    cfg = json.load(open(os.path.join(SRC, folder, "config.json")))
+    # a vision model takes an image and a prompt (the VLM factory), a text one token ids
+    given = (["--image", IMAGE, "--prompt", "caption en"] if "vision_config" in cfg else
+             ["--tokens", "1,2,3"])
+    r = subprocess.run([LMC, "generate", "--model", os.path.join(SRC, folder), *given,
                         "--max-tokens", "2", "--temp", "0", "--print-ids"], capture_output=True,
                        text=True, timeout=120)
     return r.returncode == 0 and len(r.stdout.split()) == 2, r.stderr.strip()
