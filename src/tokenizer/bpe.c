@@ -357,7 +357,9 @@ void tok_bpe_free(tok_bpe *bpe) {
 /* ---- encoding ---------------------------------------------------------- */
 
 void tok_bpe_scratch_free(tok_bpe_scratch *s) {
-    free(s->sym);
+    free(s->sym_id);
+    free(s->span);
+    free(s->prev);
     free(s->heap);
     tok_buf_free(&s->tmp);
     tok_strtab_free(&s->cache);
@@ -377,47 +379,50 @@ static lmc_status push_id(int32_t **ids, size_t *n, size_t *cap, int32_t id) {
     return LMC_OK;
 }
 
-static inline bool heap_less(const struct tok_heap_item *a, const struct tok_heap_item *b) {
-    return a->rank != b->rank ? a->rank < b->rank : a->pos < b->pos;
-}
-
-static void heap_push(struct tok_heap_item *h, size_t *n, struct tok_heap_item x) {
+/* A 4-ary min-heap of rank << 32 | position: the lowest rank first, then
+ * the leftmost position, as HF's BinaryHeap of Merge orders them. Four
+ * children share a cache line, so a pop touches half the lines a binary
+ * heap does on long words. */
+#define HEAP_D 8
+static void heap_push(uint64_t *h, size_t *n, uint64_t x) {
     size_t i = (*n)++;
     while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!heap_less(&x, &h[p])) break;
+        size_t p = (i - 1) / HEAP_D;
+        if (h[p] <= x) break;
         h[i] = h[p];
         i = p;
     }
     h[i] = x;
 }
 
-static struct tok_heap_item heap_pop(struct tok_heap_item *h, size_t *n) {
-    struct tok_heap_item top = h[0], x = h[--*n];
-    size_t i = 0;
+static void heap_sift_down(uint64_t *h, size_t n, size_t i, uint64_t x) {
     for (;;) {
-        size_t l = 2 * i + 1, m = i;
-        if (l < *n && heap_less(&h[l], &x)) m = l;
-        if (l + 1 < *n && heap_less(&h[l + 1], m == i ? &x : &h[l])) m = l + 1;
+        size_t c = HEAP_D * i + 1, m = i;
+        uint64_t best = x;
+        for (size_t k = c; k < c + HEAP_D && k < n; k++)
+            if (h[k] < best) best = h[k], m = k;
         if (m == i) break;
-        h[i] = h[m];
+        h[i] = best;
         i = m;
     }
-    if (*n) h[i] = x;
+    h[i] = x;
+}
+
+static uint64_t heap_pop(uint64_t *h, size_t *n) {
+    uint64_t top = h[0], x = h[--*n];
+    if (*n) heap_sift_down(h, *n, 0, x);
     return top;
 }
 
-static lmc_status add_symbol(tok_bpe_scratch *s, size_t *ns, int32_t id, uint32_t len) {
+static lmc_status add_symbol(tok_bpe_scratch *s, size_t *ns, int32_t id) {
     if (*ns == s->sym_cap) {
         size_t c = s->sym_cap ? s->sym_cap * 2 : 64;
-        void *v = realloc(s->sym, c * sizeof *s->sym);
-        if (!v) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
-        s->sym = v;
+        int32_t *ids = realloc(s->sym_id, c * sizeof *ids);
+        if (ids) s->sym_id = ids;
+        if (!ids) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
         s->sym_cap = c;
     }
-    int32_t i = (int32_t)*ns;
-    s->sym[i] = (struct tok_symbol){.id = id, .prev = i - 1, .next = i + 1, .len = len};
-    (*ns)++;
+    s->sym_id[(*ns)++] = id;
     return LMC_OK;
 }
 
@@ -451,9 +456,9 @@ static lmc_status split_chars(const tok_bpe *bpe, const char *w, size_t n, tok_b
         i += cl;
         int32_t id = tok_strtab_get(&bpe->vocab, key, key_len);
         if (id >= 0) {
-            if (unk >= 0 && (st = add_symbol(s, ns, unk, unk_len)) != LMC_OK) return st;
+            if (unk >= 0 && (st = add_symbol(s, ns, unk)) != LMC_OK) return st;
             unk = -1;
-            if ((st = add_symbol(s, ns, id, (uint32_t)cl)) != LMC_OK) return st;
+            if ((st = add_symbol(s, ns, id)) != LMC_OK) return st;
             continue;
         }
         if (bpe->byte_fallback) {
@@ -462,7 +467,7 @@ static lmc_status split_chars(const tok_bpe *bpe, const char *w, size_t n, tok_b
             if (all) {
                 /* HF adds the byte tokens without flushing a pending unk. */
                 for (size_t k = 0; k < key_len; k++)
-                    if ((st = add_symbol(s, ns, bpe->byte_ids[(uint8_t)key[k]], 1)) != LMC_OK)
+                    if ((st = add_symbol(s, ns, bpe->byte_ids[(uint8_t)key[k]])) != LMC_OK)
                         return st;
                 continue;
             }
@@ -471,64 +476,99 @@ static lmc_status split_chars(const tok_bpe *bpe, const char *w, size_t n, tok_b
             if (unk >= 0 && bpe->fuse_unk) {
                 unk_len += (uint32_t)cl;
             } else {
-                if (unk >= 0 && (st = add_symbol(s, ns, unk, unk_len)) != LMC_OK) return st;
+                if (unk >= 0 && (st = add_symbol(s, ns, unk)) != LMC_OK) return st;
                 unk = bpe->unk_id;
                 unk_len = (uint32_t)cl;
             }
         }
         /* Without unk_token HF silently drops the character. */
     }
-    if (unk >= 0 && (st = add_symbol(s, ns, unk, unk_len)) != LMC_OK) return st;
+    if (unk >= 0 && (st = add_symbol(s, ns, unk)) != LMC_OK) return st;
     return LMC_OK;
 }
 
-/* Word::merge_all without dropout. */
+/* Keeps the heap's live entries only (a merge leaves up to two stale ones
+ * behind): called when the heap is full, it keeps memory at 1.25 entries a
+ * symbol and time linear, since each compaction follows at least a quarter
+ * of the word's length in merges. */
+static void heap_compact(const tok_bpe *bpe, tok_bpe_scratch *s, size_t ns, size_t *hn) {
+    size_t k = 0;
+    for (size_t i = 0; i < *hn; i++) {
+        uint64_t e = s->heap[i];
+        uint32_t pos = (uint32_t)e, rank;
+        int32_t id;
+        size_t next = pos + (size_t)s->span[pos];
+        if (s->span[pos] && next < ns &&
+            merges_get(&bpe->merges, s->sym_id[pos], s->sym_id[next], &rank, &id) &&
+            rank == (uint32_t)(e >> 32))
+            s->heap[k++] = e;
+    }
+    *hn = k;
+    for (size_t i = k / HEAP_D + 1; i-- > 0;)
+        if (i < k) heap_sift_down(s->heap, k, i, s->heap[i]);
+}
+
+static inline uint64_t heap_key(uint32_t rank, size_t pos) {
+    return (uint64_t)rank << 32 | (uint32_t)pos;
+}
+
+/* Word::merge_all without dropout: the lowest-ranked pair merges first
+ * (leftmost among equals), until no pair of neighbours has a merge. */
 static lmc_status merge_all(const tok_bpe *bpe, tok_bpe_scratch *s, size_t ns) {
     if (ns < 2) return LMC_OK;
-    if (s->heap_cap < ns * 2) {
-        void *v = realloc(s->heap, ns * 2 * sizeof *s->heap);
-        if (!v) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
-        s->heap = v;
-        s->heap_cap = ns * 2;
+    if (ns > UINT32_MAX) return lmc_error(LMC_ERR_LIMIT, "BPE: a word of %zu symbols", ns);
+    /* span and prev live beside sym_id, as long as it (sym_cap) */
+    if (!s->span || s->span_cap < s->sym_cap) {
+        uint16_t *a = realloc(s->span, s->sym_cap * sizeof *a);
+        if (a) s->span = a;
+        uint16_t *b = a ? realloc(s->prev, s->sym_cap * sizeof *b) : NULL;
+        if (b) s->prev = b;
+        if (!a || !b) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
+        s->span_cap = s->sym_cap;
     }
-    struct tok_symbol *sym = s->sym;
+    size_t cap = ns + ns / 4 + 16;
+    if (s->heap_cap < cap) {
+        uint64_t *h = realloc(s->heap, cap * sizeof *h);
+        if (!h) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
+        s->heap = h;
+        s->heap_cap = cap;
+    }
+    int32_t *id = s->sym_id;
+    uint16_t *span = s->span, *prev = s->prev;
     size_t hn = 0;
-    for (size_t i = 0; i + 1 < ns; i++) {
-        uint32_t rank;
-        int32_t id;
-        if (merges_get(&bpe->merges, sym[i].id, sym[i + 1].id, &rank, &id))
-            heap_push(s->heap, &hn, (struct tok_heap_item){rank, (uint32_t)i, id});
+    for (size_t i = 0; i < ns; i++) {
+        span[i] = 1;
+        prev[i] = 1;
     }
+    uint32_t rank;
+    int32_t nid;
+    for (size_t i = 0; i + 1 < ns; i++)
+        if (merges_get(&bpe->merges, id[i], id[i + 1], &rank, &nid))
+            heap_push(s->heap, &hn, heap_key(rank, i));
     while (hn) {
-        struct tok_heap_item top = heap_pop(s->heap, &hn);
-        struct tok_symbol *cur = &sym[top.pos];
-        if (cur->len == 0 || cur->next < 0 || (size_t)cur->next >= ns) continue;
-        struct tok_symbol *right = &sym[cur->next];
-        uint32_t rank;
-        int32_t id;
+        uint64_t top = heap_pop(s->heap, &hn);
+        size_t pos = (uint32_t)top, right = pos + span[pos];
         /* Skip entries made stale by earlier merges. */
-        if (!merges_get(&bpe->merges, cur->id, right->id, &rank, &id) || id != top.new_id) continue;
-        cur->id = top.new_id;
-        cur->len += right->len;
-        cur->next = right->next;
-        right->len = 0;
-        if (cur->next >= 0 && (size_t)cur->next < ns) sym[cur->next].prev = (int32_t)top.pos;
-        /* Each merge removes one symbol and pushes at most two entries, so
-         * the heap never outgrows 2 * ns; keep the check anyway. */
-        if (hn + 2 > s->heap_cap) {
-            size_t c = s->heap_cap * 2;
-            void *v = realloc(s->heap, c * sizeof *s->heap);
-            if (!v) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
-            s->heap = v;
-            s->heap_cap = c;
-            sym = s->sym;
-            cur = &sym[top.pos];
+        if (!span[pos] || right >= ns ||
+            !merges_get(&bpe->merges, id[pos], id[right], &rank, &nid) ||
+            rank != (uint32_t)(top >> 32))
+            continue;
+        size_t merged = (size_t)span[pos] + span[right];
+        if (merged > UINT16_MAX)
+            return lmc_error(LMC_ERR_LIMIT, "BPE: a token of more than %d symbols", UINT16_MAX);
+        id[pos] = nid;
+        span[right] = 0;
+        span[pos] = (uint16_t)merged;
+        size_t next = pos + merged;
+        if (next < ns) prev[next] = (uint16_t)merged;
+        if (hn + 2 > s->heap_cap) heap_compact(bpe, s, ns, &hn);
+        if (pos > 0) {
+            size_t left = pos - prev[pos];
+            if (merges_get(&bpe->merges, id[left], id[pos], &rank, &nid))
+                heap_push(s->heap, &hn, heap_key(rank, left));
         }
-        if (cur->prev >= 0 && merges_get(&bpe->merges, sym[cur->prev].id, cur->id, &rank, &id))
-            heap_push(s->heap, &hn, (struct tok_heap_item){rank, (uint32_t)cur->prev, id});
-        if (cur->next >= 0 && (size_t)cur->next < ns &&
-            merges_get(&bpe->merges, cur->id, sym[cur->next].id, &rank, &id))
-            heap_push(s->heap, &hn, (struct tok_heap_item){rank, top.pos, id});
+        if (next < ns && merges_get(&bpe->merges, id[pos], id[next], &rank, &nid))
+            heap_push(s->heap, &hn, heap_key(rank, pos));
     }
     return LMC_OK;
 }
@@ -554,8 +594,8 @@ static lmc_status encode_segment(const tok_bpe *bpe, const char *w, size_t n, to
     if ((st = split_chars(bpe, w, n, s, &ns)) != LMC_OK) return st;
     if ((st = merge_all(bpe, s, ns)) != LMC_OK) return st;
     size_t first = *n_ids;
-    for (size_t i = 0; i < ns; i++)
-        if (s->sym[i].len && (st = push_id(ids, n_ids, cap_ids, s->sym[i].id)) != LMC_OK) return st;
+    for (size_t i = 0; i<ns; i += ns> 1 ? s->span[i] : 1)
+        if ((st = push_id(ids, n_ids, cap_ids, s->sym_id[i])) != LMC_OK) return st;
     if (cacheable && s->cache.n < CACHE_MAX_ENTRIES && s->cache_ids_len < INT32_MAX / 2) {
         size_t k = *n_ids - first;
         if (s->cache_ids_len + k + 1 > s->cache_ids_cap) {

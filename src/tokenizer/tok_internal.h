@@ -201,15 +201,14 @@ void tok_bpe_free(tok_bpe *bpe);
 
 /* Scratch of one encode call (not shared between threads). */
 typedef struct tok_bpe_scratch {
-    struct tok_symbol {
-        int32_t id, prev, next;
-        uint32_t len;
-    } * sym;
-    size_t sym_cap;
-    struct tok_heap_item {
-        uint32_t rank, pos;
-        int32_t new_id;
-    } * heap;
+    /* The symbols of the word being merged, 8 bytes each: a live symbol at i
+     * spans the initial symbols [i, i + span[i]) (its right neighbour is at
+     * i + span[i]) and prev[i] is the span of its left neighbour. */
+    int32_t *sym_id;
+    uint16_t *span, *prev;
+    size_t sym_cap, span_cap;
+    /* Pending merges as rank << 32 | position, in a 4-ary min-heap. */
+    uint64_t *heap;
     size_t heap_cap;
     tok_buf tmp;
     /* per-call word cache: word bytes -> ids */
