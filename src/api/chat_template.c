@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 
 /* The template text, from (first found) chat_template.jinja, the
@@ -85,10 +86,11 @@ static lmc_status pick_template(const json_t *ct, const char *name, bool have_to
 }
 
 /* A special token is a string or an AddedToken dict {"content": ...}. */
-static void add_token(json_t *vars, const json_t *config, const char *key) {
+static bool add_token(json_t *vars, const json_t *config, const char *key) {
     const json_t *v = config ? json_object_get(config, key) : NULL;
     if (json_is_object(v)) v = json_object_get(v, "content");
-    if (json_is_string(v)) json_object_set_new(vars, key, json_string(json_string_value(v)));
+    return !json_is_string(v) ||
+           json_object_set_new(vars, key, json_string(json_string_value(v))) == 0;
 }
 
 /* LMC_FIXED_DATE=YYYY-MM-DD[THH:MM:SS] makes strftime_now deterministic
@@ -169,32 +171,43 @@ lmc_status lmc_chat_template_render(const char *dir, const char *messages_json,
     }
     static const char *const tokens[] = {"bos_token", "eos_token", "unk_token", "pad_token",
                                          "sep_token", "cls_token", "mask_token"};
+    /* every jansson call that can fail for memory is counted: a variable
+     * silently missing would render another prompt */
+    bool ok = true;
     for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++)
-        add_token(vars, src.config, tokens[i]);
+        ok &= add_token(vars, src.config, tokens[i]);
     const json_t *extra_tokens =
         src.config ? json_object_get(src.config, "additional_special_tokens") : NULL;
     if (json_is_array(extra_tokens) && json_array_size(extra_tokens)) {
         json_t *list = json_array();
         size_t i;
         json_t *e;
+        ok &= list != NULL;
         json_array_foreach(extra_tokens, i, e) {
             const json_t *c = json_is_object(e) ? json_object_get(e, "content") : e;
-            if (json_is_string(c)) json_array_append_new(list, json_string(json_string_value(c)));
+            if (list && json_is_string(c))
+                ok &= json_array_append_new(list, json_string(json_string_value(c))) == 0;
         }
-        json_object_set_new(vars, "additional_special_tokens", list);
+        ok &= json_object_set_new(vars, "additional_special_tokens", list) == 0;
     }
     if (extra) {
         const char *key;
         json_t *val;
         json_object_foreach(extra, key, val) {
             if (!strcmp(key, "template_name")) continue;
-            json_object_set(vars, key, val);
+            ok &= json_object_set(vars, key, val) == 0;
         }
     }
-    json_object_set(vars, "messages", messages);
-    if (!json_object_get(vars, "tools")) json_object_set_new(vars, "tools", json_null());
-    if (!json_object_get(vars, "documents")) json_object_set_new(vars, "documents", json_null());
-    json_object_set_new(vars, "add_generation_prompt", json_boolean(add_generation_prompt));
+    ok &= json_object_set(vars, "messages", messages) == 0;
+    if (!json_object_get(vars, "tools")) ok &= json_object_set_new(vars, "tools", json_null()) == 0;
+    if (!json_object_get(vars, "documents"))
+        ok &= json_object_set_new(vars, "documents", json_null()) == 0;
+    ok &= json_object_set_new(vars, "add_generation_prompt", json_boolean(add_generation_prompt)) ==
+          0;
+    if (!ok) {
+        st = lmc_error(LMC_ERR_NOMEM, "out of memory");
+        goto done_src;
+    }
 
     tpl_options opts;
     tpl_options_default(&opts);

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 
 struct lmc_container {
@@ -238,9 +239,10 @@ static lmc_status build_json(const lmc_context *c, const lmc_user_input *in, cha
     json_t *msgs = json_array();
     if (!msgs) return lmc_error(LMC_ERR_NOMEM, "out of memory");
     lmc_status st = LMC_OK;
+    bool ok = true; /* every append that can fail for memory */
     if (in->prompt) {
-        if (in->system) json_array_append_new(msgs, message("system", in->system));
-        json_array_append_new(msgs, message("user", in->prompt));
+        if (in->system) ok &= json_array_append_new(msgs, message("system", in->system)) == 0;
+        ok &= json_array_append_new(msgs, message("user", in->prompt)) == 0;
     }
     for (int32_t i = 0; i < in->n_messages && st == LMC_OK; i++) {
         const lmc_message *m = &in->messages[i];
@@ -253,8 +255,9 @@ static lmc_status build_json(const lmc_context *c, const lmc_user_input *in, cha
                            "message %d has images, but %s is not a vision-language model", i,
                            c->dir);
         else
-            json_array_append_new(msgs, message(m->role, m->content));
+            ok &= json_array_append_new(msgs, message(m->role, m->content)) == 0;
     }
+    if (st == LMC_OK && !ok) st = lmc_error(LMC_ERR_NOMEM, "out of memory");
     json_t *vars = NULL;
     if (st == LMC_OK && in->extra_vars_json) {
         json_error_t e;
@@ -272,7 +275,8 @@ static lmc_status build_json(const lmc_context *c, const lmc_user_input *in, cha
                            tools ? "not an array" : e.text);
         } else {
             if (!vars) vars = json_object();
-            json_object_set_new(vars, "tools", tools);
+            if (json_object_set_new(vars, "tools", tools) != 0)
+                st = lmc_error(LMC_ERR_NOMEM, "out of memory");
         }
     }
     if (st == LMC_OK) {

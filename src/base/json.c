@@ -1,6 +1,8 @@
 #include "json.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,13 +100,61 @@ static void unshift_error(const char *s, size_t len, json_error_t *err) {
     if (err->column > (int)(2 * on_line)) err->column -= (int)(2 * on_line);
 }
 
+/* jansson 2.14 ignores some failed allocations in its lexer and then drops
+ * the characters it could not store: a parse under memory pressure can
+ * return wrong strings with no error. Its allocations go through these
+ * wrappers (chained to whatever was installed before), which note a failure
+ * for the parse in progress on this thread, so that parse is refused. */
+static json_malloc_t g_prev_malloc;
+static json_free_t g_prev_free;
+static _Thread_local bool t_alloc_failed;
+static pthread_once_t g_alloc_once = PTHREAD_ONCE_INIT;
+
+static void *json_alloc(size_t n) {
+    void *p = g_prev_malloc ? g_prev_malloc(n) : malloc(n);
+    if (!p) t_alloc_failed = true;
+    return p;
+}
+
+static void json_dealloc(void *p) {
+    if (g_prev_free)
+        g_prev_free(p);
+    else
+        free(p);
+}
+
+static void install_alloc(void) {
+    json_get_alloc_funcs(&g_prev_malloc, &g_prev_free);
+    json_set_alloc_funcs(json_alloc, json_dealloc);
+}
+
+/* jansson's own allocation failing is not bad JSON */
+static lmc_status load_failure(const json_error_t *err) {
+    if (json_error_code(err) == json_error_out_of_memory || (!err->text[0] && err->line < 0))
+        return lmc_error(LMC_ERR_NOMEM, "out of memory parsing JSON");
+    return LMC_ERR_FORMAT;
+}
+
+static json_t *load(const char *text, size_t len, size_t flags, json_error_t *err) {
+    pthread_once(&g_alloc_once, install_alloc);
+    t_alloc_failed = false;
+    json_t *j = json_loadb(text, len, flags, err);
+    if (t_alloc_failed) {
+        json_decref(j);
+        j = NULL;
+        err->text[0] = '\0';
+        err->line = err->column = -1;
+    }
+    return j;
+}
+
 lmc_status lmc_json_loadb(const char *text, size_t len, size_t flags, json_t **out,
                           json_error_t *err) {
     size_t at = 0, n_big = 0;
     while (next_big_int(text, len, &at) != NO_BIG_INT) n_big++;
     if (!n_big) {
-        *out = json_loadb(text, len, flags, err);
-        return *out ? LMC_OK : LMC_ERR_FORMAT;
+        *out = load(text, len, flags, err);
+        return *out ? LMC_OK : load_failure(err);
     }
     char *copy = len <= (SIZE_MAX - 1) / 3 ? malloc(len + 2 * n_big) : NULL;
     if (!copy) {
@@ -122,11 +172,11 @@ lmc_status lmc_json_loadb(const char *text, size_t len, size_t flags, json_t **o
     }
     memcpy(copy + o, text + from, len - from);
     o += len - from;
-    *out = json_loadb(copy, o, flags, err);
+    *out = load(copy, o, flags, err);
     free(copy);
     if (*out) return LMC_OK;
     unshift_error(text, len, err);
-    return LMC_ERR_FORMAT;
+    return load_failure(err);
 }
 
 lmc_status lmc_json_parse(const char *text, size_t len, const char *what, json_t **out) {

@@ -13,6 +13,8 @@ lmc_status tok_regex_compile(tok_regex *re, const char *pattern, size_t len, boo
     uint32_t opts = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF;
     opts |= literal ? PCRE2_LITERAL : PCRE2_UCP;
     re->code = pcre2_compile((PCRE2_SPTR)pattern, len, opts, &err, &off, NULL);
+    if (!re->code && (err == PCRE2_ERROR_HEAP_FAILED || err == PCRE2_ERROR_NOMEMORY))
+        return lmc_error(LMC_ERR_NOMEM, "out of memory compiling a regex");
     if (!re->code) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(err, msg, sizeof msg);
