@@ -172,6 +172,7 @@ typedef struct tok_merge_map {
     } * slots;
     size_t nslots;
     size_t n;
+    uint32_t max_rank; /* the largest rank put */
 } tok_merge_map;
 
 typedef struct tok_bpe {
@@ -207,9 +208,17 @@ typedef struct tok_bpe_scratch {
     int32_t *sym_id;
     uint16_t *span, *prev;
     size_t sym_cap, span_cap;
-    /* Pending merges as rank << 32 | position, in a 4-ary min-heap. */
+    /* Pending merges as rank << 32 | position, in an 8-ary min-heap. */
     uint64_t *heap;
     size_t heap_cap;
+    /* Long words: one bucket per rank, each a min-heap of positions, and
+     * two levels of bitmaps of the non-empty buckets. */
+    struct tok_bucket {
+        uint32_t *pos;
+        uint32_t n, cap;
+    } * buckets;
+    uint64_t *bits1, *bits2;
+    size_t n_buckets;
     tok_buf tmp;
     /* per-call word cache: word bytes -> ids */
     tok_strtab cache;
@@ -218,6 +227,9 @@ typedef struct tok_bpe_scratch {
 } tok_bpe_scratch;
 
 void tok_bpe_scratch_free(tok_bpe_scratch *s);
+/* Words of at least this many symbols merge through the rank buckets
+ * instead of the heap (both give HF's order; tests lower it). */
+extern size_t tok_bpe_bucket_threshold;
 /* Appends the ids of one pre-tokenized word to *ids. */
 lmc_status tok_bpe_encode_word(const tok_bpe *bpe, const char *w, size_t n, tok_bpe_scratch *s,
                                int32_t **ids, size_t *n_ids, size_t *cap_ids);
