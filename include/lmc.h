@@ -323,6 +323,11 @@ enum {
     LMC_ENCODE_SPECIAL_AS_TEXT = 1u << 1, /* special-token text in input is plain text */
 };
 
+/* The most bytes one lmc_tokenizer_encode call takes: more is LMC_ERR_LIMIT
+ * (split the text). Memory is linear in the input: about 21 bytes a byte
+ * at most beyond the tokenizer, for a single word without spaces too. */
+#define LMC_TOKENIZER_MAX_INPUT ((size_t)1 << 30)
+
 /* Encodes UTF-8 text; *ids (freed with lmc_free) gets *n_ids ids. Text that
  * is not valid UTF-8 gives LMC_ERR_INVALID_ARG. Thread-safe on one tok. */
 LMC_API lmc_status lmc_tokenizer_encode(const lmc_tokenizer *tok, const char *text, size_t len,

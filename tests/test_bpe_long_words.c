@@ -22,11 +22,17 @@ static const char *const NAMES[] = {"llama3", "qwen3", "gemma3", "llama2"};
 
 static char *mixed_text(size_t *len) {
     /* words, spaces, digits, accents, CJK, emoji, long runs */
-    static const char *const pieces[] = {
-        "In the beginning God created the heaven and the earth. ", "  \t\n ", "1234567 3.14 ",
-        "caf\xC3\xA9 na\xC3\xAFve ", "\xE4\xB8\xAD\xE6\x96\x87 ", "\xF0\x9F\x98\x80 ",
-        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "abababababababababababababab ",
-        "Supercalifragilisticexpialidocious", "<|end|> <s> </s> ", "\r\n\r\n"};
+    static const char *const pieces[] = {"In the beginning God created the heaven and the earth. ",
+                                         "  \t\n ",
+                                         "1234567 3.14 ",
+                                         "caf\xC3\xA9 na\xC3\xAFve ",
+                                         "\xE4\xB8\xAD\xE6\x96\x87 ",
+                                         "\xF0\x9F\x98\x80 ",
+                                         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                                         "abababababababababababababab ",
+                                         "Supercalifragilisticexpialidocious",
+                                         "<|end|> <s> </s> ",
+                                         "\r\n\r\n"};
     size_t cap = 1 << 20, n = 0;
     char *t = malloc(cap);
     assert_non_null(t);
@@ -78,7 +84,8 @@ static void test_same_ids_both_paths(void **state) {
         tested++;
     }
     free(text);
-    if (!tested) TEST_SKIP_UNLESS_CI("no real tokenizers in build/tokenizers (make test fetches them)");
+    if (!tested)
+        TEST_SKIP_UNLESS_CI("no real tokenizers in build/tokenizers (make test fetches them)");
 }
 
 static double now_s(void) {
@@ -120,6 +127,12 @@ static void test_long_word_bounded(void **state) {
     if (dt > 10) fail_msg("%.2f s for 4 MB", dt);
     lmc_free(ids);
     free(w);
+    /* past the per-call limit: a clear error, at once (nothing is read) */
+    ids = NULL;
+    assert_int_equal(lmc_tokenizer_encode(tok, "x", LMC_TOKENIZER_MAX_INPUT + 1, 0, &ids, &k),
+                     LMC_ERR_LIMIT);
+    assert_non_null(strstr(lmc_last_error(), "over the limit"));
+    assert_null(ids);
     lmc_tokenizer_free(tok);
 }
 

@@ -200,6 +200,10 @@ lmc_status lmc_tokenizer_encode(const lmc_tokenizer *tok, const char *text, size
     if (!tok || (!text && len))
         return lmc_error(LMC_ERR_INVALID_ARG, "lmc_tokenizer_encode: NULL argument");
     if (!text) text = "";
+    if (len > LMC_TOKENIZER_MAX_INPUT)
+        return lmc_error(LMC_ERR_LIMIT,
+                         "tokenizer: an input of %zu bytes is over the limit of %zu bytes a call",
+                         len, (size_t)LMC_TOKENIZER_MAX_INPUT);
     size_t valid = lmc_utf8_valid_prefix(text, len);
     if (valid != len)
         return lmc_error(LMC_ERR_INVALID_ARG,
