@@ -60,6 +60,7 @@ for c in commands:
 
 usage_errors = [
     ("generate", "--max-tokens", "-3"), ("generate", "--temp", "nan"), ("generate", "--top-p", "0"),
+    ("generate", "--repetition-penalty", "nan"), ("generate", "--top-k", "-1"),
     ("generate", "--threads", "100000"), ("generate", "--tokens", "1,,2"),
     ("generate", "--tokens", "1,2,"), ("generate", "--tokens", "1", "--prompt", "x"),
     ("generate", "--seed"), ("generate", "--stats=yes"), ("logits", "--tokens", "1"),
