@@ -1,5 +1,6 @@
 /* Dense matmul over float weights read in place, and the small row ops. */
 #include "kernels/kernels.h"
+#include "kernels/gemm_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -121,6 +122,8 @@ void lmc_matmul_dense_rows(const lmc_tensor *w, int64_t r0, int64_t r1, const fl
         lmc_parallel_for(j.n_rows, 16, matvec_body, &j);
         return;
     }
+    /* prefill: the blocked GEMM (gemm.c) where SIMD is on */
+    if (T >= 4 && gemm_dense_run(w, r0, r1, x, T, y, ldy)) return;
     int64_t blocks = (j.n_rows + ROW_BLOCK - 1) / ROW_BLOCK;
     lmc_parallel_for(blocks, 1, matmul_body, &j);
 }

@@ -9,6 +9,7 @@
  * Several tokens (prefill): QUANT_TILE_ROWS rows x QUANT_CHUNK_COLS columns
  * are dequantized into a small buffer once and reused for every token. */
 #include "kernels/quant_internal.h"
+#include "kernels/gemm_internal.h"
 #include "kernels/kernels.h"
 
 #include <stdatomic.h>
@@ -402,6 +403,10 @@ void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float 
                   .avx2 = quant_use_avx2()};
         if (qmatmul_fast(&j)) return;
     }
+    /* prefill: the blocked int8 GEMM (qgemm.c) */
+    if (quant_fast_bits(w->bits) && T > QUANT_FAST_MAX_T && !lmc_get_exact() &&
+        qgemm_run(w, r0, r1, x, T, y, ldy))
+        return;
     qmatmul_exact(w, r0, r1, x, T, y, ldy);
 }
 
