@@ -171,6 +171,48 @@ static void test_qmatmul_dispatch(void **state) {
     free(wf), free(packed), free(sc), free(bi), free(x), free(y0), free(y1), free(y2);
 }
 
+/* lmc_qmatmul_multi (q/k/v, gate/up over one x) gives what one lmc_qmatmul
+ * per weight gives, bit for bit, on the matvec (T <= 8) and GEMM paths. */
+static void test_qmatmul_multi(void **state) {
+    (void)state;
+    const int64_t rows[3] = {40, 16, 24}, cols = 256;
+    uint32_t *packed[3];
+    uint16_t *sc[3], *bi[3];
+    lmc_qweight w[3];
+    const lmc_qweight *ws[3];
+    float *wf = malloc(sizeof(float) * 40 * cols);
+    for (int i = 0; i < 3; i++) {
+        for (int64_t k = 0; k < rows[i] * cols; k++) wf[k] = frand();
+        packed[i] = malloc((size_t)(rows[i] * cols / 2));
+        sc[i] = malloc((size_t)(2 * rows[i] * cols / 64));
+        bi[i] = malloc((size_t)(2 * rows[i] * cols / 64));
+        assert_int_equal(
+            lmc_quantize_affine(wf, rows[i], cols, 4, 64, LMC_DTYPE_BF16, packed[i], sc[i], bi[i]),
+            LMC_OK);
+        w[i] = (lmc_qweight){packed[i], sc[i], bi[i], LMC_DTYPE_BF16, 4, 64, rows[i], cols};
+        ws[i] = &w[i];
+    }
+    const int64_t Ts[3] = {1, 5, 20};
+    float *x = malloc(sizeof(float) * 20 * cols), *a[3], *b[3];
+    for (int64_t k = 0; k < 20 * cols; k++) x[k] = frand();
+    for (int i = 0; i < 3; i++) {
+        a[i] = malloc(sizeof(float) * 20 * (size_t)rows[i]);
+        b[i] = malloc(sizeof(float) * 20 * (size_t)rows[i]);
+    }
+    for (int exact = 0; exact < 2; exact++)
+        for (int ti = 0; ti < 3; ti++) {
+            lmc_set_exact(exact);
+            lmc_qmatmul_multi(ws, 3, x, Ts[ti], a);
+            for (int i = 0; i < 3; i++) {
+                lmc_qmatmul(ws[i], x, Ts[ti], b[i]);
+                assert_memory_equal(a[i], b[i], sizeof(float) * (size_t)(Ts[ti] * rows[i]));
+            }
+        }
+    lmc_set_exact(1);
+    for (int i = 0; i < 3; i++) free(packed[i]), free(sc[i]), free(bi[i]), free(a[i]), free(b[i]);
+    free(wf), free(x);
+}
+
 /* Dense weights: the f32 tiles (AVX2, AVX-512) within f32 rounding of the
  * double reference, exact or not; the AVX-512 bf16 tile (bf16 weights, fast
  * path) within the bf16 rounding of x (2^-9 relative) as well. */
@@ -236,6 +278,7 @@ int main(void) {
         cmocka_unit_test(test_qgemm_paths),
         cmocka_unit_test(test_qmatmul_dispatch),
         cmocka_unit_test(test_dense_gemm_paths),
+        cmocka_unit_test(test_qmatmul_multi),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

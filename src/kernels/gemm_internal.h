@@ -68,6 +68,10 @@ bool gemm_isa_force(int isa);
  * or memory runs out; the caller then takes the exact path. bits 4 or 8. */
 bool qgemm_run(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int64_t T, float *y,
                int64_t ldy);
+/* The same for n <= 4 weights of equal cols, bits and group size over one x
+ * (quantized once): rows [0, r1[i]) of ws[i] into ys[i] (stride ldy[i]). */
+bool qgemm_run_multi(const lmc_qweight *const *ws, int n, const int64_t *r1, const float *x,
+                     int64_t T, float *const *ys, const int64_t *ldy);
 
 /* ---- dense weights (bf16 / f16 / f32) ----
  * Rows [r0, r0 + nr) (nr <= the ISA's GEMM_MR_*) of a dense weight of dtype

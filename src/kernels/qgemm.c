@@ -105,11 +105,15 @@ void qgemm_tile_generic(const lmc_qweight *w, int64_t r0, int nr, const qgemm_x 
 
 /* ---- driver ---------------------------------------------------------------------- */
 
+#define QGEMM_MULTI_MAX 4
 typedef struct tile_job {
-    const lmc_qweight *w;
+    const lmc_qweight *w[QGEMM_MULTI_MAX];
+    float *y[QGEMM_MULTI_MAX];
+    int64_t r0[QGEMM_MULTI_MAX], r1[QGEMM_MULTI_MAX], ldy[QGEMM_MULTI_MAX];
+    int64_t first[QGEMM_MULTI_MAX + 1]; /* tiles before weight i */
+    int n;
     const qgemm_x *qx;
-    int64_t r0, r1, T, ldy;
-    float *y;
+    int64_t T;
     int mr;
     qgemm_tile_fn fn;
     atomic_bool nomem;
@@ -119,21 +123,25 @@ static void tile_body(void *ctx, int64_t b, int64_t e, int worker) {
     tile_job *j = ctx;
     (void)worker;
     size_t bytes = qgemm_scratch_bytes(j->mr, j->T);
-    if (bytes < (size_t)j->w->cols) bytes = (size_t)j->w->cols; /* the generic row */
+    if (bytes < (size_t)j->w[0]->cols) bytes = (size_t)j->w[0]->cols; /* the generic row */
     void *scratch = lmc_thread_scratch(LMC_SCRATCH_KERNELS, bytes);
     if (!scratch) {
         atomic_store(&j->nomem, true);
         return;
     }
     for (int64_t tile = b; tile < e; tile++) {
-        int64_t r = j->r0 + tile * j->mr;
-        int nr = (int)(j->r1 - r < j->mr ? j->r1 - r : j->mr);
-        j->fn(j->w, r, nr, j->qx, j->T, j->y + (r - j->r0), j->ldy, scratch);
+        int i = 0;
+        while (tile >= j->first[i + 1]) i++;
+        int64_t r = j->r0[i] + (tile - j->first[i]) * j->mr;
+        int nr = (int)(j->r1[i] - r < j->mr ? j->r1[i] - r : j->mr);
+        j->fn(j->w[i], r, nr, j->qx, j->T, j->y[i] + (r - j->r0[i]), j->ldy[i], scratch);
     }
 }
 
-bool qgemm_run(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int64_t T, float *y,
-               int64_t ldy) {
+bool qgemm_run_multi(const lmc_qweight *const *ws, int n, const int64_t *r1, const float *x,
+                     int64_t T, float *const *ys, const int64_t *ldy) {
+    if (n < 1 || n > QGEMM_MULTI_MAX) return false;
+    const lmc_qweight *w = ws[0];
     const int64_t cols = w->cols, ng = quant_groups(w);
     const size_t vbytes = ((size_t)(T * cols) * 2 + 63) / 64 * 64;
     const size_t fbytes = (size_t)T * (size_t)(2 * ng) * sizeof(float);
@@ -145,7 +153,7 @@ bool qgemm_run(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int
     lmc_parallel_for(T, 8, quantize_body, &qj);
     bool ok = !atomic_load(&qj.bad);
     if (ok) {
-        tile_job tj = {.w = w, .qx = &qx, .r0 = r0, .r1 = r1, .T = T, .ldy = ldy, .y = y};
+        tile_job tj = {.qx = &qx, .T = T, .n = n};
         switch (gemm_isa_active()) {
         case GEMM_AVX512:
             tj.mr = QGEMM_MR_AVX512, tj.fn = qgemm_tile_avx512;
@@ -157,10 +165,28 @@ bool qgemm_run(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int
             tj.mr = QGEMM_MR_GENERIC, tj.fn = qgemm_tile_generic;
             break;
         }
-        int64_t tiles = (r1 - r0 + tj.mr - 1) / tj.mr;
-        lmc_parallel_for(tiles, 1, tile_body, &tj);
+        tj.first[0] = 0;
+        for (int i = 0; i < n; i++) {
+            tj.w[i] = ws[i];
+            tj.y[i] = ys[i];
+            tj.r0[i] = 0;
+            tj.r1[i] = r1[i];
+            tj.ldy[i] = ldy[i];
+            tj.first[i + 1] = tj.first[i] + (r1[i] + tj.mr - 1) / tj.mr;
+        }
+        lmc_parallel_for(tj.first[n], 1, tile_body, &tj);
         ok = !atomic_load(&tj.nomem);
     }
     lmc_free_aligned(buf);
     return ok;
+}
+
+bool qgemm_run(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int64_t T, float *y,
+               int64_t ldy) {
+    /* rows [r0, r1) as a view of their own */
+    lmc_qweight v = lmc_qweight_rows(w, r0, r1 - r0);
+    const lmc_qweight *ws[1] = {&v};
+    int64_t n[1] = {r1 - r0}, ld[1] = {ldy};
+    float *ys[1] = {y};
+    return qgemm_run_multi(ws, 1, n, x, T, ys, ld);
 }

@@ -34,6 +34,10 @@ lmc_status lmc_linear_bind(lmc_linear *l, const lmc_weights *w, const char *pref
                            int64_t out, bool has_bias);
 /* y [T, out] = x [T, in] W^T + b */
 void lmc_linear_forward(const lmc_linear *l, const float *x, int64_t T, float *y);
+/* ys[i] = ls[i](x) for n <= 4 layers that read the same x (q/k/v, gate/up):
+ * quantized ones share one quantization of x and one parallel loop. */
+void lmc_linear_forward_multi(const lmc_linear *const *ls, int n, const float *x, int64_t T,
+                              float *const *ys);
 
 /* ---- embedding ---- */
 
