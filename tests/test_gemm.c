@@ -75,6 +75,7 @@ static void check_q(const qcase *c) {
     for (int isa = 0; isa < 3; isa++) {
         if (!gemm_isa_force(isa)) continue;
         y[isa] = malloc(sizeof(float) * (size_t)(T * rows));
+        if (isa == GEMM_GENERIC) lmc_quant_use_simd(false);
         for (int threads = 1; threads <= 2; threads++) {
             lmc_set_num_threads(threads);
             memset(y[isa], 0xff, sizeof(float) * (size_t)(T * rows));
@@ -105,6 +106,36 @@ static void check_q(const qcase *c) {
                 }
             assert_int_equal(bad, 0);
         }
+        /* decode sizes through lmc_qmatmul: the matvec of this level
+         * (AVX-512: qgemv_avx512.c for groups 64/128; else the two-digit
+         * int16 matvec of quant.c) */
+        int64_t Td = T < 8 ? T : 8;
+        lmc_set_exact(0);
+        memset(y[isa], 0xff, sizeof(float) * (size_t)(T * rows));
+        lmc_qmatmul(&w, x, Td, y[isa]);
+        for (int64_t t = 0; t < Td; t++)
+            for (int64_t r = 0; r < rows; r++) {
+                const float *xt = x + t * cols;
+                const double *wr = deq + r * cols;
+                double ref = 0, mag = 0, qb = 0;
+                for (int64_t k = 0; k < cols; k += c->group) {
+                    double amax = 0, sw = 0;
+                    for (int i = 0; i < c->group; i++) {
+                        ref += (double)xt[k + i] * wr[k + i];
+                        mag += fabs((double)xt[k + i] * wr[k + i]);
+                        amax = fmax(amax, fabs((double)xt[k + i]));
+                        sw += fabs(wr[k + i]);
+                    }
+                    qb += amax / 32385.0 / 2.0 * sw;
+                }
+                double err = fabs(y[isa][t * rows + r] - ref);
+                if (!(err <= qb * 1.001 + 1e-5 * mag + 1e-30))
+                    fail_msg("decode %s %d-bit g%d T %lld: t %lld r %lld: %.9g vs %.9g",
+                             isa_names[isa], c->bits, c->group, (long long)Td, (long long)t,
+                             (long long)r, y[isa][t * rows + r], ref);
+            }
+        lmc_set_exact(1);
+        lmc_quant_use_simd(true);
     }
     /* the SIMD paths compute the generic path's integer dots: only the f32
      * summation order differs */

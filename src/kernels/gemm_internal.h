@@ -47,6 +47,16 @@ void qgemm_tile_avx2(const lmc_qweight *w, int64_t r0, int nr, const qgemm_x *x,
                      float *y, int64_t ldy, void *scratch);
 void qgemm_tile_avx512(const lmc_qweight *w, int64_t r0, int nr, const qgemm_x *x, int64_t T,
                        float *y, int64_t ldy, void *scratch);
+/* Decode (T <= 8), AVX-512: rows [r0, r0+nr) straight from the packed
+ * weights (no tile), x permuted for 4 bits (qgemv_avx512.c). Groups 64/128. */
+void qgemv_rows_avx512(const lmc_qweight *w, int64_t r0, int nr, const qgemm_x *x, int64_t T,
+                       float *y, int64_t ldy, void *scratch);
+#define QGEMV_ROWS 8 /* rows per work item */
+/* 8 bits only: for 4 bits the two-digit AVX2 matvec of quant_avx2.c measured
+ * faster (1B q4 tg32, 1 core: 20 vs 16 t/s; q8: 11.6 vs 13.9). */
+static inline bool qgemv_avx512_ok(const lmc_qweight *w) {
+    return w->bits == 8 && (w->group_size == 64 || w->group_size == 128);
+}
 /* Scratch of one tile call: packed int16 weights, scales and biases of one
  * KC chunk and the [T][MR] f32 accumulators (+ alignment slack). */
 static inline size_t qgemm_scratch_bytes(int mr, int64_t T) {
@@ -71,6 +81,11 @@ bool qgemm_run(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int
 /* The same for n <= 4 weights of equal cols, bits and group size over one x
  * (quantized once): rows [0, r1[i]) of ws[i] into ys[i] (stride ldy[i]). */
 bool qgemm_run_multi(const lmc_qweight *const *ws, int n, const int64_t *r1, const float *x,
+                     int64_t T, float *const *ys, const int64_t *ldy);
+/* The decode matvec the same way (qgemv_rows_avx512); false also when the
+ * CPU lacks AVX-512 or the group size is not 64/128: the caller takes its
+ * own integer path. */
+bool qgemv_run_multi(const lmc_qweight *const *ws, int n, const int64_t *r1, const float *x,
                      int64_t T, float *const *ys, const int64_t *ldy);
 
 /* ---- dense weights (bf16 / f16 / f32) ----

@@ -64,6 +64,7 @@ typedef struct quant_job {
     int64_t cols;
     int g;
     qgemm_x *qx;
+    bool perm64; /* per 64 columns: the even ones, then the odd ones (qgemv, 4 bits) */
     atomic_bool bad;
 } quant_job;
 
@@ -71,10 +72,18 @@ static void quantize_body(void *ctx, int64_t b, int64_t e, int worker) {
     quant_job *j = ctx;
     (void)worker;
     qgemm_x *q = j->qx;
-    for (int64_t t = b; t < e; t++)
-        if (!quantize_row_i16(j->x + t * j->cols, j->cols, j->g, (int16_t *)q->v + t * q->ldv,
-                              (float *)q->d + t * q->ldg, (float *)q->gsum + t * q->ldg))
+    for (int64_t t = b; t < e; t++) {
+        int16_t *v = (int16_t *)q->v + t * q->ldv;
+        if (!quantize_row_i16(j->x + t * j->cols, j->cols, j->g, v, (float *)q->d + t * q->ldg,
+                              (float *)q->gsum + t * q->ldg))
             atomic_store(&j->bad, true);
+        if (!j->perm64) continue;
+        for (int64_t c = 0; c < j->cols; c += 64) {
+            int16_t tmp[64];
+            for (int i = 0; i < 32; i++) tmp[i] = v[c + 2 * i], tmp[32 + i] = v[c + 2 * i + 1];
+            memcpy(v + c, tmp, sizeof tmp);
+        }
+    }
 }
 
 /* ---- the generic tile ------------------------------------------------------------- */
@@ -138,8 +147,8 @@ static void tile_body(void *ctx, int64_t b, int64_t e, int worker) {
     }
 }
 
-bool qgemm_run_multi(const lmc_qweight *const *ws, int n, const int64_t *r1, const float *x,
-                     int64_t T, float *const *ys, const int64_t *ldy) {
+static bool run_multi(const lmc_qweight *const *ws, int n, const int64_t *r1, const float *x,
+                      int64_t T, float *const *ys, const int64_t *ldy, bool gemv) {
     if (n < 1 || n > QGEMM_MULTI_MAX) return false;
     const lmc_qweight *w = ws[0];
     const int64_t cols = w->cols, ng = quant_groups(w);
@@ -149,12 +158,16 @@ bool qgemm_run_multi(const lmc_qweight *const *ws, int n, const int64_t *r1, con
     if (!buf) return false;
     float *d = (float *)(buf + vbytes), *gsum = d + T * ng;
     qgemm_x qx = {.v = (int16_t *)buf, .d = d, .gsum = gsum, .ldv = cols, .ldg = ng};
-    quant_job qj = {.x = x, .cols = cols, .g = w->group_size, .qx = &qx};
+    quant_job qj = {
+        .x = x, .cols = cols, .g = w->group_size, .qx = &qx, .perm64 = gemv && w->bits == 4};
     lmc_parallel_for(T, 8, quantize_body, &qj);
     bool ok = !atomic_load(&qj.bad);
     if (ok) {
         tile_job tj = {.qx = &qx, .T = T, .n = n};
-        switch (gemm_isa_active()) {
+        switch (gemv ? -1 : (int)gemm_isa_active()) {
+        case -1:
+            tj.mr = QGEMV_ROWS, tj.fn = qgemv_rows_avx512;
+            break;
         case GEMM_AVX512:
             tj.mr = QGEMM_MR_AVX512, tj.fn = qgemm_tile_avx512;
             break;
@@ -174,11 +187,26 @@ bool qgemm_run_multi(const lmc_qweight *const *ws, int n, const int64_t *r1, con
             tj.ldy[i] = ldy[i];
             tj.first[i + 1] = tj.first[i] + (r1[i] + tj.mr - 1) / tj.mr;
         }
-        lmc_parallel_for(tj.first[n], 1, tile_body, &tj);
+        /* decode: ~32K weights per chunk amortise the fork-join */
+        int64_t grain = gemv ? 32768 / (cols * QGEMV_ROWS) : 1;
+        lmc_parallel_for(tj.first[n], grain < 1 ? 1 : grain, tile_body, &tj);
         ok = !atomic_load(&tj.nomem);
     }
     lmc_free_aligned(buf);
     return ok;
+}
+
+bool qgemm_run_multi(const lmc_qweight *const *ws, int n, const int64_t *r1, const float *x,
+                     int64_t T, float *const *ys, const int64_t *ldy) {
+    return run_multi(ws, n, r1, x, T, ys, ldy, false);
+}
+
+bool qgemv_run_multi(const lmc_qweight *const *ws, int n, const int64_t *r1, const float *x,
+                     int64_t T, float *const *ys, const int64_t *ldy) {
+    if (gemm_isa_active() != GEMM_AVX512) return false;
+    for (int i = 0; i < n; i++)
+        if (!qgemv_avx512_ok(ws[i])) return false;
+    return run_multi(ws, n, r1, x, T, ys, ldy, true);
 }
 
 bool qgemm_run(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int64_t T, float *y,

@@ -433,6 +433,9 @@ void lmc_qmatmul_multi(const lmc_qweight *const *ws, int n, const float *x, int6
             for (int i = 0; i < n; i++) r1[i] = ld[i] = ws[i]->rows;
             if (qgemm_run_multi(ws, n, r1, x, T, ys, ld)) return;
         } else {
+            int64_t r1[QMULTI_MAX], ld[QMULTI_MAX];
+            for (int i = 0; i < n; i++) r1[i] = ld[i] = ws[i]->rows;
+            if (qgemv_run_multi(ws, n, r1, x, T, ys, ld)) return;
             qmulti_job m = {.n = n};
             bool avx2 = quant_use_avx2();
             qtokens q;
@@ -466,6 +469,12 @@ void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float 
                       float *y, int64_t ldy) {
     if (T <= 0 || r1 <= r0) return;
     if (quant_fast_bits(w->bits) && T <= QUANT_FAST_MAX_T && !lmc_get_exact()) {
+        /* AVX-512: the int16 VNNI matvec (qgemv_avx512.c) */
+        lmc_qweight v = lmc_qweight_rows(w, r0, r1 - r0);
+        const lmc_qweight *vs[1] = {&v};
+        int64_t n1[1] = {r1 - r0}, ld1[1] = {ldy};
+        float *ys1[1] = {y};
+        if (qgemv_run_multi(vs, 1, n1, x, T, ys1, ld1)) return;
         qjob j = {.w = w,
                   .r0 = r0,
                   .r1 = r1,
