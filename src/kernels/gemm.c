@@ -52,6 +52,37 @@ static void round_body(void *ctx, int64_t b, int64_t e, int worker) {
     for (int64_t i = b; i < e; i++) j->xb[i] = lmc_f32_to_bf16(j->x[i]);
 }
 
+typedef struct gemv_job {
+    const uint16_t *w, *xb;
+    int64_t r0, cols, T, ldy;
+    float *y;
+} gemv_job;
+
+#define GEMV_ROWS 4
+static void gemv_body(void *ctx, int64_t b, int64_t e, int worker) {
+    const gemv_job *j = ctx;
+    (void)worker;
+    gemv_bf16_avx512(j->w, j->cols, j->r0 + b, (int)(e - b), j->xb, j->T, j->y + b, j->ldy);
+}
+
+bool gemv_dense_run(const lmc_tensor *w, int64_t r0, int64_t r1, const float *x, int64_t T,
+                    float *y, int64_t ldy) {
+    if (w->dtype != LMC_DTYPE_BF16 || T > 3 || gemm_isa_active() != GEMM_AVX512 || lmc_get_exact())
+        return false;
+    const int64_t cols = w->shape[w->ndim - 1];
+    uint16_t xb[3 * 8192], *xp = xb;
+    if (T * cols > (int64_t)(sizeof xb / sizeof xb[0])) {
+        xp = lmc_alloc_aligned((size_t)(T * cols) * sizeof(uint16_t));
+        if (!xp) return false;
+    }
+    for (int64_t i = 0; i < T * cols; i++) xp[i] = lmc_f32_to_bf16(x[i]);
+    gemv_job j = {.w = w->data, .xb = xp, .r0 = r0, .cols = cols, .T = T, .ldy = ldy, .y = y};
+    int64_t grain = 32768 / cols;
+    lmc_parallel_for(r1 - r0, grain < 1 ? 1 : grain, gemv_body, &j);
+    if (xp != xb) lmc_free_aligned(xp);
+    return true;
+}
+
 bool gemm_dense_run(const lmc_tensor *w, int64_t r0, int64_t r1, const float *x, int64_t T,
                     float *y, int64_t ldy) {
     gemm_isa isa = gemm_isa_active();

@@ -205,7 +205,57 @@ void gemm_tile_bf16_avx512(const uint16_t *w, int64_t cols, int64_t r0, int nr, 
         }
 }
 
+/* ---- bf16 decode: rows [r0, r0+nr) dotted with up to 3 bf16 tokens ---- */
+
+static inline __attribute__((always_inline)) void gemv_rows(const uint16_t *w, int64_t cols,
+                                                            int64_t r0, int nr, const uint16_t *xb,
+                                                            float *y, int64_t ldy, const int nt) {
+    for (int i = 0; i < nr; i++) {
+        const uint16_t *wr = w + (r0 + i) * cols;
+        __m512 a[3][2];
+#pragma GCC unroll 3
+        for (int t = 0; t < nt; t++) a[t][0] = a[t][1] = _mm512_setzero_ps();
+        int64_t c = 0;
+        for (; c + 64 <= cols; c += 64) {
+            _mm_prefetch((const char *)(wr + c) + 2048, _MM_HINT_T0);
+            _mm_prefetch((const char *)(wr + c) + 2048 + 64, _MM_HINT_T0);
+            const __m512bh w0 = (__m512bh)_mm512_loadu_si512((const void *)(wr + c));
+            const __m512bh w1 = (__m512bh)_mm512_loadu_si512((const void *)(wr + c + 32));
+#pragma GCC unroll 3
+            for (int t = 0; t < nt; t++) {
+                const uint16_t *xt = xb + t * cols + c;
+                a[t][0] = _mm512_dpbf16_ps(a[t][0], w0, (__m512bh)_mm512_loadu_si512(xt));
+                a[t][1] = _mm512_dpbf16_ps(a[t][1], w1, (__m512bh)_mm512_loadu_si512(xt + 32));
+            }
+        }
+#pragma GCC unroll 3
+        for (int t = 0; t < nt; t++) {
+            float s = _mm512_reduce_add_ps(_mm512_add_ps(a[t][0], a[t][1]));
+            for (int64_t k = c; k < cols; k++)
+                s += lmc_bf16_to_f32(wr[k]) * lmc_bf16_to_f32(xb[t * cols + k]);
+            y[t * ldy + i] = s;
+        }
+    }
+}
+
+void gemv_bf16_avx512(const uint16_t *w, int64_t cols, int64_t r0, int nr, const uint16_t *xb,
+                      int64_t T, float *y, int64_t ldy) {
+    for (int64_t t = 0; t < T; t += 3) {
+        const int64_t n = T - t < 3 ? T - t : 3;
+        if (n == 3)
+            gemv_rows(w, cols, r0, nr, xb + t * cols, y + t * ldy, ldy, 3);
+        else if (n == 2)
+            gemv_rows(w, cols, r0, nr, xb + t * cols, y + t * ldy, ldy, 2);
+        else
+            gemv_rows(w, cols, r0, nr, xb + t * cols, y + t * ldy, ldy, 1);
+    }
+}
+
 #else
+void gemv_bf16_avx512(const uint16_t *w, int64_t cols, int64_t r0, int nr, const uint16_t *xb,
+                      int64_t T, float *y, int64_t ldy) {
+    (void)w, (void)cols, (void)r0, (void)nr, (void)xb, (void)T, (void)y, (void)ldy;
+}
 void gemm_tile_f32_avx512(const void *w, lmc_dtype dt, int64_t cols, int64_t r0, int nr,
                           const float *x, int64_t T, float *y, int64_t ldy, void *scratch) {
     (void)w, (void)dt, (void)cols, (void)r0, (void)nr, (void)x, (void)T, (void)y, (void)ldy,

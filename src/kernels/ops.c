@@ -118,6 +118,8 @@ void lmc_matmul_dense_rows(const lmc_tensor *w, int64_t r0, int64_t r1, const fl
                     .r0 = r0,
                     .n_rows = r1 - r0,
                     .ldy = ldy};
+    /* decode, bf16 weights on AVX-512: bf16 x, vdpbf16ps (gemm.c) */
+    if (T < 4 && gemv_dense_run(w, r0, r1, x, T, y, ldy)) return;
     if (T == 1) {
         lmc_parallel_for(j.n_rows, 16, matvec_body, &j);
         return;

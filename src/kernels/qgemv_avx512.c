@@ -20,10 +20,10 @@ static void load_scales(const void *p, lmc_dtype dt, int64_t off, int n, float *
     if (dt == LMC_DTYPE_BF16) {
         const uint16_t *s = (const uint16_t *)p + off;
         for (; i + 16 <= n; i += 16)
-            _mm512_storeu_ps(out + i, _mm512_castsi512_ps(_mm512_slli_epi32(
-                                          _mm512_cvtepu16_epi32(_mm256_loadu_si256(
-                                              (const __m256i *)(s + i))),
-                                          16)));
+            _mm512_storeu_ps(
+                out + i,
+                _mm512_castsi512_ps(_mm512_slli_epi32(
+                    _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(s + i))), 16)));
     } else if (dt == LMC_DTYPE_F16) {
         const uint16_t *s = (const uint16_t *)p + off;
         for (; i + 16 <= n; i += 16)
@@ -33,9 +33,9 @@ static void load_scales(const void *p, lmc_dtype dt, int64_t off, int n, float *
     for (; i < n; i++) out[i] = quant_load_scale(p, dt, off + i);
 }
 
-static inline __attribute__((always_inline)) void
-rows_kernel(const lmc_qweight *w, int64_t r0, int nr, const qgemm_x *x, float *y, int64_t ldy,
-            const int nt) {
+static inline __attribute__((always_inline)) void rows_kernel(const lmc_qweight *w, int64_t r0,
+                                                              int nr, const qgemm_x *x, float *y,
+                                                              int64_t ldy, const int nt) {
     const int g = w->group_size, b8 = w->bits == 8;
     const int64_t ng = quant_groups(w), row_bytes = quant_row_words(w) * 4;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -101,10 +101,18 @@ void qgemv_rows_avx512(const lmc_qweight *w, int64_t r0, int nr, const qgemm_x *
         xt.gsum += t * x->ldg;
         float *yt = y + t * ldy;
         switch (T - t < NT ? T - t : NT) {
-        case 1: rows_kernel(w, r0, nr, &xt, yt, ldy, 1); break;
-        case 2: rows_kernel(w, r0, nr, &xt, yt, ldy, 2); break;
-        case 3: rows_kernel(w, r0, nr, &xt, yt, ldy, 3); break;
-        default: rows_kernel(w, r0, nr, &xt, yt, ldy, 4); break;
+        case 1:
+            rows_kernel(w, r0, nr, &xt, yt, ldy, 1);
+            break;
+        case 2:
+            rows_kernel(w, r0, nr, &xt, yt, ldy, 2);
+            break;
+        case 3:
+            rows_kernel(w, r0, nr, &xt, yt, ldy, 3);
+            break;
+        default:
+            rows_kernel(w, r0, nr, &xt, yt, ldy, 4);
+            break;
         }
     }
 }
