@@ -13,22 +13,46 @@
 #define MR QGEMM_MR_AVX512
 #define NT 4 /* tokens per kernel step */
 
+/* 16 x 16 dwords transposed in registers: r[i] lane k becomes r[k] lane i. */
+static inline __attribute__((always_inline)) void transpose16(__m512i r[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 4; j++) {
+            t[8 * i + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + 4 + j], 0x88);
+            t[8 * i + 4 + j] = _mm512_shuffle_i32x4(r[8 * i + j], r[8 * i + 4 + j], 0xDD);
+        }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_i32x4(t[j], t[8 + j], 0xDD);
+    }
+}
+
 /* Rows [r0, r0+nr) x columns [k0, k0+kc) into wt ([kc/2][MR] dwords), st/bt
- * ([kc/g][MR] f32). Rows past nr are zero. */
+ * ([kc/g][MR] f32). Rows past nr are zero. Per 16 rows x 32 columns: each
+ * row's 32 q widened to int16 (16 dwords, one zmm), then a 16 x 16 dword
+ * transpose gives the 16 k-steps of those rows (the scalar scatter it
+ * replaces was a third of the tile's time). */
 static void pack(const lmc_qweight *w, int64_t r0, int nr, int64_t k0, int64_t kc, uint32_t *wt,
                  float *st, float *bt) {
     const int g = w->group_size;
     const int64_t ng = quant_groups(w), row_bytes = quant_row_words(w) * 4, np = kc / 2;
     const int ngc = (int)(kc / g);
     if (nr < MR) {
-        memset(wt, 0, (size_t)np * MR * 4);
         memset(st, 0, (size_t)ngc * MR * 4);
         memset(bt, 0, (size_t)ngc * MR * 4);
     }
-    const __m128i m4 = _mm_set1_epi8(0x0F);
     /* the next chunk of these rows, into the cache while this one is used:
-     * 32 short strided streams defeat the hardware prefetcher (perf: the
-     * first load of each row was a fifth of the tile's time) */
+     * 32 short strided streams defeat the hardware prefetcher */
     const int64_t chunk_bytes = kc * w->bits / 8;
     if (k0 + kc < w->cols)
         for (int i = 0; i < nr; i++) {
@@ -36,28 +60,32 @@ static void pack(const lmc_qweight *w, int64_t r0, int nr, int64_t k0, int64_t k
                 (const char *)w->packed + (r0 + i) * row_bytes + (k0 + kc) * w->bits / 8;
             for (int64_t b = 0; b < chunk_bytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T1);
         }
-    for (int i = 0; i < nr; i++) {
-        const uint8_t *src = (const uint8_t *)w->packed + (r0 + i) * row_bytes;
-        _Alignas(64) uint32_t tmp[16];
-        if (w->bits == 8) {
-            src += k0;
-            for (int64_t p = 0; p < np; p += 16) {
-                __m512i v =
-                    _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(src + 2 * p)));
-                _mm512_store_si512((void *)tmp, v);
-                for (int m = 0; m < 16; m++) wt[(p + m) * MR + i] = tmp[m];
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    for (int half = 0; half < MR / 16; half++)
+        for (int64_t p0 = 0; p0 < np; p0 += 16) {
+            __m512i r[16];
+            for (int i = 0; i < 16; i++) {
+                const int row = half * 16 + i;
+                if (row >= nr) {
+                    r[i] = _mm512_setzero_si512();
+                    continue;
+                }
+                const uint8_t *src = (const uint8_t *)w->packed + (r0 + row) * row_bytes;
+                __m256i nat;
+                if (w->bits == 8) {
+                    nat = _mm256_loadu_si256((const __m256i *)(src + k0 + 2 * p0));
+                } else {
+                    __m128i v = _mm_loadu_si128((const __m128i *)(src + k0 / 2 + p0));
+                    __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+                    nat = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+                }
+                r[i] = _mm512_cvtepu8_epi16(nat);
             }
-        } else {
-            src += k0 / 2;
-            for (int64_t p = 0; p < np; p += 16) {
-                __m128i v = _mm_loadu_si128((const __m128i *)(src + p));
-                __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
-                __m256i nat =
-                    _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
-                _mm512_store_si512((void *)tmp, _mm512_cvtepu8_epi16(nat));
-                for (int m = 0; m < 16; m++) wt[(p + m) * MR + i] = tmp[m];
-            }
+            transpose16(r);
+            for (int p = 0; p < 16; p++)
+                _mm512_store_si512((void *)(wt + (p0 + p) * MR + half * 16), r[p]);
         }
+    for (int i = 0; i < nr; i++) {
         const int64_t gi = (r0 + i) * ng + k0 / g;
         for (int j = 0; j < ngc; j++) {
             st[j * MR + i] = quant_load_scale(w->scales, w->scale_dtype, gi + j);
