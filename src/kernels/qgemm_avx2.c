@@ -10,20 +10,38 @@
 #define MR QGEMM_MR_AVX2
 #define NT 3
 
+/* 8 x 8 dwords transposed in registers: r[i] lane k becomes r[k] lane i. */
+static inline __attribute__((always_inline)) void transpose8(__m256i r[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        u[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+        r[4 + j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
+    }
+}
+
+/* Per 8 rows x 16 columns: each row's 16 q widened to int16 (8 dwords),
+ * then an 8 x 8 dword transpose gives the 8 k-steps of those rows. */
 static void pack(const lmc_qweight *w, int64_t r0, int nr, int64_t k0, int64_t kc, uint32_t *wt,
                  float *st, float *bt) {
     const int g = w->group_size;
     const int64_t ng = quant_groups(w), row_bytes = quant_row_words(w) * 4, np = kc / 2;
     const int ngc = (int)(kc / g);
     if (nr < MR) {
-        memset(wt, 0, (size_t)np * MR * 4);
         memset(st, 0, (size_t)ngc * MR * 4);
         memset(bt, 0, (size_t)ngc * MR * 4);
     }
-    const __m128i m4 = _mm_set1_epi8(0x0F);
     /* the next chunk of these rows, into the cache while this one is used:
-     * 32 short strided streams defeat the hardware prefetcher (perf: the
-     * first load of each row was a fifth of the tile's time) */
+     * short strided streams defeat the hardware prefetcher */
     const int64_t chunk_bytes = kc * w->bits / 8;
     if (k0 + kc < w->cols)
         for (int i = 0; i < nr; i++) {
@@ -31,24 +49,32 @@ static void pack(const lmc_qweight *w, int64_t r0, int nr, int64_t k0, int64_t k
                 (const char *)w->packed + (r0 + i) * row_bytes + (k0 + kc) * w->bits / 8;
             for (int64_t b = 0; b < chunk_bytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T1);
         }
-    for (int i = 0; i < nr; i++) {
-        const uint8_t *src = (const uint8_t *)w->packed + (r0 + i) * row_bytes;
-        _Alignas(32) uint32_t tmp[16];
-        for (int64_t p = 0; p < np; p += 16) {
-            __m128i a, b;
-            if (w->bits == 8) {
-                a = _mm_loadu_si128((const __m128i *)(src + k0 + 2 * p));
-                b = _mm_loadu_si128((const __m128i *)(src + k0 + 2 * p + 16));
-            } else {
-                __m128i v = _mm_loadu_si128((const __m128i *)(src + k0 / 2 + p));
-                __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
-                a = _mm_unpacklo_epi8(lo, hi);
-                b = _mm_unpackhi_epi8(lo, hi);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    for (int half = 0; half < MR / 8; half++)
+        for (int64_t p0 = 0; p0 < np; p0 += 8) {
+            __m256i r[8];
+            for (int i = 0; i < 8; i++) {
+                const int row = half * 8 + i;
+                if (row >= nr) {
+                    r[i] = _mm256_setzero_si256();
+                    continue;
+                }
+                const uint8_t *src = (const uint8_t *)w->packed + (r0 + row) * row_bytes;
+                __m128i nat;
+                if (w->bits == 8) {
+                    nat = _mm_loadu_si128((const __m128i *)(src + k0 + 2 * p0));
+                } else {
+                    __m128i v = _mm_loadl_epi64((const __m128i *)(src + k0 / 2 + p0));
+                    __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+                    nat = _mm_unpacklo_epi8(lo, hi);
+                }
+                r[i] = _mm256_cvtepu8_epi16(nat);
             }
-            _mm256_store_si256((__m256i *)tmp, _mm256_cvtepu8_epi16(a));
-            _mm256_store_si256((__m256i *)(tmp + 8), _mm256_cvtepu8_epi16(b));
-            for (int m = 0; m < 16; m++) wt[(p + m) * MR + i] = tmp[m];
+            transpose8(r);
+            for (int p = 0; p < 8; p++)
+                _mm256_store_si256((__m256i *)(wt + (p0 + p) * MR + half * 8), r[p]);
         }
+    for (int i = 0; i < nr; i++) {
         const int64_t gi = (r0 + i) * ng + k0 / g;
         for (int j = 0; j < ngc; j++) {
             st[j * MR + i] = quant_load_scale(w->scales, w->scale_dtype, gi + j);
