@@ -1,6 +1,14 @@
 /* One persistent pool of worker threads with a fork-join parallel-for.
  * Decode runs a few hundred small parallel loops per token, so workers spin
- * briefly on the job counter before sleeping on a condition variable.
+ * briefly on the job word before sleeping on a condition variable.
+ *
+ * The caller never waits for a worker that has not started: a worker joins
+ * a job (counted in the job word) only while it is open; once the caller has
+ * run out of chunks it closes the job and waits only for the workers that
+ * joined, which are running chunks. So on a machine where another process
+ * holds the other core, a worker that is not scheduled costs nothing: the
+ * caller does all chunks itself, and 2 threads are no slower than 1 (it used
+ * to spin, then yield, until every worker had checked in).
  *
  * Several application threads may call lmc_parallel_for at once (each with
  * its own session over one model): the pool runs one job at a time, owned
@@ -19,16 +27,23 @@
 
 #define SPIN_ITERATIONS 20000
 
+/* The job word: generation << 32 | JOB_CLOSED | workers inside the job. */
+#define JOB_CLOSED (1ull << 31)
+#define JOB_ACTIVE(w) ((w)&0x7fffffffull)
+#define JOB_GEN(w) ((unsigned)((w) >> 32))
+
 typedef struct pool {
     pthread_mutex_t job_mu; /* held by the caller whose job the workers run */
     int n_threads;          /* including the calling thread */
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    atomic_uint generation;
-    atomic_int active; /* workers still busy with the current job */
+    atomic_ullong job;   /* the job word; workers join with a CAS while it is open */
+    atomic_int sleepers; /* workers waiting on cv (the caller signals only then) */
     atomic_bool quit;
-    /* the current job */
+    unsigned gen; /* the caller's generation counter (job_mu held) */
+    /* the current job: written by the caller before it opens the job, read
+     * by workers only after they joined it (so never while rewritten) */
     lmc_range_fn fn;
     void *ctx;
     int64_t n, chunk, n_chunks;
@@ -55,9 +70,9 @@ static void *worker_main(void *arg) {
     pool *p = &g_pool;
     unsigned seen = 0; /* the pool starts at generation 0, before any worker runs */
     for (;;) {
-        unsigned g;
+        unsigned long long w;
         int spins = 0;
-        while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen &&
+        while (JOB_GEN(w = atomic_load_explicit(&p->job, memory_order_acquire)) == seen &&
                !atomic_load(&p->quit)) {
             if (++spins < SPIN_ITERATIONS) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -66,14 +81,27 @@ static void *worker_main(void *arg) {
                 continue;
             }
             pthread_mutex_lock(&p->mu);
-            while (atomic_load(&p->generation) == seen && !atomic_load(&p->quit))
+            atomic_fetch_add(&p->sleepers, 1);
+            while (JOB_GEN(atomic_load(&p->job)) == seen && !atomic_load(&p->quit))
                 pthread_cond_wait(&p->cv, &p->mu);
+            atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
+            spins = 0;
         }
         if (atomic_load(&p->quit)) break;
-        seen = g;
+        seen = JOB_GEN(w);
+        /* join while the job is open and still this generation */
+        bool joined = false;
+        while (JOB_GEN(w) == seen && !(w & JOB_CLOSED)) {
+            if (atomic_compare_exchange_weak_explicit(&p->job, &w, w + 1, memory_order_acquire,
+                                                      memory_order_acquire)) {
+                joined = true;
+                break;
+            }
+        }
+        if (!joined) continue;
         run_chunks(p, worker);
-        atomic_fetch_sub_explicit(&p->active, 1, memory_order_release);
+        atomic_fetch_sub_explicit(&p->job, 1, memory_order_release);
     }
     return NULL;
 }
@@ -108,8 +136,9 @@ static void pool_start(void) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     atomic_store(&p->quit, false);
-    atomic_store(&p->generation, 0);
-    atomic_store(&p->active, 0);
+    atomic_store(&p->job, 0);
+    atomic_store(&p->sleepers, 0);
+    p->gen = 0;
     if (n > 1) {
         p->threads = calloc((size_t)n - 1, sizeof(pthread_t));
         if (p->threads) {
@@ -193,15 +222,22 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
     p->chunk = chunk;
     p->n_chunks = (n + chunk - 1) / chunk;
     atomic_store(&p->next_chunk, 0);
-    atomic_store(&p->active, workers - 1);
-    pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    /* open the job (seq_cst: a worker that is about to sleep either sees
+     * the new generation or is counted in sleepers and gets the signal) */
+    p->gen++;
+    if (p->gen == 0) p->gen = 1; /* workers start at 0 */
+    atomic_store(&p->job, (unsigned long long)p->gen << 32);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
     run_chunks(p, 0);
-    /* Spin briefly, then yield: on a loaded machine a busy wait would keep
-     * the core from a worker that still has a chunk to finish. */
-    for (int spins = 0; atomic_load_explicit(&p->active, memory_order_acquire) > 0; spins++) {
+    /* no chunk left: close the job to late workers, wait for those inside
+     * (running a chunk; yield after a while in case one was preempted) */
+    atomic_fetch_or(&p->job, JOB_CLOSED);
+    for (int spins = 0; JOB_ACTIVE(atomic_load_explicit(&p->job, memory_order_acquire)) > 0;
+         spins++) {
         if (spins < 4000) {
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();

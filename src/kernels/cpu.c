@@ -2,6 +2,7 @@
 #include "kernels/kernels.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #endif
@@ -30,6 +31,38 @@ bool lmc_cpu_has_avx2_fma_f16c(void) {
     int c = atomic_load_explicit(&cached, memory_order_relaxed);
     if (c < 0) {
         c = cpu_has_avx2();
+        atomic_store_explicit(&cached, c, memory_order_relaxed);
+    }
+    return c != 0;
+}
+
+/* AVX-512 F, BW, VL, DQ, VNNI and BF16 with the opmask and ZMM state enabled
+ * (on top of the AVX2 set). */
+static bool cpu_has_avx512(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!cpu_has_avx2()) return false;
+    unsigned a, b, c, d;
+    __get_cpuid(1, &a, &b, &c, &d);
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 0xE6) != 0xE6) return false; /* XMM, YMM, opmask, ZMM_Hi256, Hi16_ZMM */
+    __cpuid_count(7, 0, a, b, c, d);
+    const unsigned f = 1u << 16, dq = 1u << 17, bw = 1u << 30, vl = 1u << 31;
+    if ((b & (f | dq | bw | vl)) != (f | dq | bw | vl)) return false;
+    if (!(c & (1u << 11))) return false; /* AVX512_VNNI */
+    __cpuid_count(7, 1, a, b, c, d);
+    return (a & (1u << 5)) != 0; /* AVX512_BF16 */
+#else
+    return false;
+#endif
+}
+
+bool lmc_cpu_has_avx512(void) {
+    static atomic_int cached = -1;
+    int c = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (c < 0) {
+        const char *no = getenv("LMC_NO_AVX512");
+        c = cpu_has_avx512() && !(no && *no && *no != '0');
         atomic_store_explicit(&cached, c, memory_order_relaxed);
     }
     return c != 0;

@@ -54,6 +54,9 @@ bool lmc_have_blas(void);
 /* CPU has AVX2, FMA and F16C and the OS saves YMM state (cpuid + xgetbv;
  * cached; kernels/cpu.c). */
 bool lmc_cpu_has_avx2_fma_f16c(void);
+/* ... and AVX-512 F/BW/VL/DQ + VNNI + BF16 with ZMM state, unless
+ * LMC_NO_AVX512 is set (read once). */
+bool lmc_cpu_has_avx512(void);
 
 /* HF RMSNorm: x * rsqrt(mean(x^2) + eps) * (w + weight_offset), per row of
  * n; w (F32/F16/BF16) may be NULL for a plain normalization. */

@@ -1,5 +1,6 @@
 /* Dense matmul over float weights read in place, and the small row ops. */
 #include "kernels/kernels.h"
+#include "kernels/gemm_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -117,10 +118,14 @@ void lmc_matmul_dense_rows(const lmc_tensor *w, int64_t r0, int64_t r1, const fl
                     .r0 = r0,
                     .n_rows = r1 - r0,
                     .ldy = ldy};
+    /* decode, bf16 weights on AVX-512: bf16 x, vdpbf16ps (gemm.c) */
+    if (T < 4 && gemv_dense_run(w, r0, r1, x, T, y, ldy)) return;
     if (T == 1) {
         lmc_parallel_for(j.n_rows, 16, matvec_body, &j);
         return;
     }
+    /* prefill: the blocked GEMM (gemm.c) where SIMD is on */
+    if (T >= 4 && gemm_dense_run(w, r0, r1, x, T, y, ldy)) return;
     int64_t blocks = (j.n_rows + ROW_BLOCK - 1) / ROW_BLOCK;
     lmc_parallel_for(blocks, 1, matmul_body, &j);
 }

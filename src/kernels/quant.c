@@ -9,6 +9,7 @@
  * Several tokens (prefill): QUANT_TILE_ROWS rows x QUANT_CHUNK_COLS columns
  * are dequantized into a small buffer once and reused for every token. */
 #include "kernels/quant_internal.h"
+#include "kernels/gemm_internal.h"
 #include "kernels/kernels.h"
 
 #include <stdatomic.h>
@@ -348,11 +349,17 @@ static bool quantize_token(const float *x, int64_t cols, int g, bool perm4, int8
     return true;
 }
 
-/* The integer path for T <= QUANT_FAST_MAX_T tokens; false (nothing written)
- * when x has a non-finite value or the scratch cannot be allocated. */
-static bool qmatmul_fast(qjob *j) {
-    const lmc_qweight *w = j->w;
-    const int64_t cols = w->cols, ng = quant_groups(w), nb = cols / QUANT_QBLOCK, T = j->T;
+/* Quantized tokens for the integer path: one allocation. */
+typedef struct qtokens {
+    uint8_t *scratch;
+    quant_qx *qx; /* [T] */
+} qtokens;
+
+/* Quantizes T tokens of x for weights like w; false (nothing to free) when
+ * x has a non-finite value or the scratch cannot be allocated. */
+static bool quantize_tokens(const lmc_qweight *w, const float *x, int64_t T, bool avx2,
+                            qtokens *out) {
+    const int64_t cols = w->cols, ng = quant_groups(w), nb = cols / QUANT_QBLOCK;
     const int64_t npair = nb / 2;
     /* per token: floats d, dexp, gsum, corr, then the int8 digits h, l */
     const int64_t nf = nb + npair * 8 + 2 * ng;
@@ -363,12 +370,12 @@ static bool qmatmul_fast(qjob *j) {
     if (!scratch) return false;
     quant_qx *qx = (quant_qx *)scratch;
     uint8_t *base = scratch + head;
-    bool perm4 = j->avx2 && w->bits == 4;
+    bool perm4 = avx2 && w->bits == 4;
     bool ok = true;
     for (int64_t t = 0; t < T && ok; t++) {
         float *f = (float *)(base + (size_t)t * tok_bytes);
         int8_t *h = (int8_t *)f + fbytes, *l = h + qbytes;
-        ok = quantize_token(j->x + t * cols, cols, w->group_size, perm4, h, l, f, f + nb,
+        ok = quantize_token(x + t * cols, cols, w->group_size, perm4, h, l, f, f + nb,
                             f + nb + npair * 8, f + nb + npair * 8 + ng);
         qx[t] = (quant_qx){.h = h,
                            .l = l,
@@ -377,12 +384,82 @@ static bool qmatmul_fast(qjob *j) {
                            .gsum = f + nb + npair * 8,
                            .corr = f + nb + npair * 8 + ng};
     }
-    if (ok) {
-        j->qx = qx;
-        lmc_parallel_for(j->r1 - j->r0, row_grain(w), matvec_q8_body, j);
+    if (!ok) {
+        lmc_free_aligned(scratch);
+        return false;
     }
-    lmc_free_aligned(scratch);
-    return ok;
+    *out = (qtokens){scratch, qx};
+    return true;
+}
+
+/* The integer path for T <= QUANT_FAST_MAX_T tokens; false (nothing written)
+ * when x has a non-finite value or the scratch cannot be allocated. */
+static bool qmatmul_fast(qjob *j) {
+    qtokens q;
+    if (!quantize_tokens(j->w, j->x, j->T, j->avx2, &q)) return false;
+    j->qx = q.qx;
+    lmc_parallel_for(j->r1 - j->r0, row_grain(j->w), matvec_q8_body, j);
+    lmc_free_aligned(q.scratch);
+    return true;
+}
+
+/* ---- several weights over one x (q/k/v, gate/up) -------------------------- */
+
+#define QMULTI_MAX 4
+typedef struct qmulti_job {
+    qjob j[QMULTI_MAX];            /* one per weight, sharing qx */
+    int64_t first[QMULTI_MAX + 1]; /* rows before weight i in the joint loop */
+    int n;
+} qmulti_job;
+
+static void multi_q8_body(void *ctx, int64_t b, int64_t e, int worker) {
+    qmulti_job *m = ctx;
+    for (int i = 0; i < m->n; i++) {
+        int64_t lo = b > m->first[i] ? b : m->first[i];
+        int64_t hi = e < m->first[i + 1] ? e : m->first[i + 1];
+        if (lo < hi) matvec_q8_body(&m->j[i], lo - m->first[i], hi - m->first[i], worker);
+    }
+}
+
+void lmc_qmatmul_multi(const lmc_qweight *const *ws, int n, const float *x, int64_t T,
+                       float *const *ys) {
+    bool same = n >= 2 && n <= QMULTI_MAX && T > 0;
+    for (int i = 1; same && i < n; i++)
+        same = ws[i]->cols == ws[0]->cols && ws[i]->bits == ws[0]->bits &&
+               ws[i]->group_size == ws[0]->group_size;
+    if (same && quant_fast_bits(ws[0]->bits) && !lmc_get_exact()) {
+        if (T > QUANT_FAST_MAX_T) {
+            int64_t r1[QMULTI_MAX], ld[QMULTI_MAX];
+            for (int i = 0; i < n; i++) r1[i] = ld[i] = ws[i]->rows;
+            if (qgemm_run_multi(ws, n, r1, x, T, ys, ld)) return;
+        } else {
+            int64_t r1[QMULTI_MAX], ld[QMULTI_MAX];
+            for (int i = 0; i < n; i++) r1[i] = ld[i] = ws[i]->rows;
+            if (qgemv_run_multi(ws, n, r1, x, T, ys, ld)) return;
+            qmulti_job m = {.n = n};
+            bool avx2 = quant_use_avx2();
+            qtokens q;
+            if (quantize_tokens(ws[0], x, T, avx2, &q)) {
+                m.first[0] = 0;
+                for (int i = 0; i < n; i++) {
+                    m.j[i] = (qjob){.w = ws[i],
+                                    .qx = q.qx,
+                                    .r0 = 0,
+                                    .r1 = ws[i]->rows,
+                                    .x = x,
+                                    .T = T,
+                                    .y = ys[i],
+                                    .ldy = ws[i]->rows,
+                                    .avx2 = avx2};
+                    m.first[i + 1] = m.first[i] + ws[i]->rows;
+                }
+                lmc_parallel_for(m.first[n], row_grain(ws[0]), multi_q8_body, &m);
+                lmc_free_aligned(q.scratch);
+                return;
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) lmc_qmatmul(ws[i], x, T, ys[i]);
 }
 
 static void qmatmul_exact(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int64_t T,
@@ -392,6 +469,12 @@ void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float 
                       float *y, int64_t ldy) {
     if (T <= 0 || r1 <= r0) return;
     if (quant_fast_bits(w->bits) && T <= QUANT_FAST_MAX_T && !lmc_get_exact()) {
+        /* AVX-512: the int16 VNNI matvec (qgemv_avx512.c) */
+        lmc_qweight v = lmc_qweight_rows(w, r0, r1 - r0);
+        const lmc_qweight *vs[1] = {&v};
+        int64_t n1[1] = {r1 - r0}, ld1[1] = {ldy};
+        float *ys1[1] = {y};
+        if (qgemv_run_multi(vs, 1, n1, x, T, ys1, ld1)) return;
         qjob j = {.w = w,
                   .r0 = r0,
                   .r1 = r1,
@@ -402,6 +485,10 @@ void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float 
                   .avx2 = quant_use_avx2()};
         if (qmatmul_fast(&j)) return;
     }
+    /* prefill: the blocked int8 GEMM (qgemm.c) */
+    if (quant_fast_bits(w->bits) && T > QUANT_FAST_MAX_T && !lmc_get_exact() &&
+        qgemm_run(w, r0, r1, x, T, y, ldy))
+        return;
     qmatmul_exact(w, r0, r1, x, T, y, ldy);
 }
 

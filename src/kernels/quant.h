@@ -64,6 +64,13 @@ void lmc_qmatmul(const lmc_qweight *w, const float *x, int64_t T, float *y);
 void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float *x, int64_t T,
                       float *y, int64_t ldy);
 
+/* ys[i] = x times ws[i] for i < n (n <= 4) as n lmc_qmatmul calls would,
+ * for weights that read the same x (q/k/v, gate/up): on the fast path x is
+ * quantized once and one parallel loop runs over all their rows. Weights of
+ * different cols, bits or group sizes are run one by one. */
+void lmc_qmatmul_multi(const lmc_qweight *const *ws, int n, const float *x, int64_t T,
+                       float *const *ys);
+
 /* out[c] = scale*q + bias for one row (out has cols floats); the product and
  * the sum are each rounded to f32 (no FMA), the same values as
  * `scales * q + biases` in float32 numpy / mlx. For embedding lookups. */

@@ -18,14 +18,18 @@ typedef struct attn_job {
     atomic_bool failed; /* a worker could not get its score buffer */
 } attn_job;
 
+/* One item: token t and KV head kvh with its `group` query heads together,
+ * so each key and value row is read once for all of them (dot4_f32 takes a
+ * key against four queries). */
 static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
     attn_job *j = ctx;
+    (void)worker;
     const lmc_attention_params *p = j->p;
     const lmc_kernel_table *k = lmc_kernels();
     const lmc_kv_layer *L = &j->c->layers[j->layer];
     int64_t hd = p->head_dim, group = p->n_heads / p->n_kv_heads, cap = L->capacity;
     for (int64_t idx = b; idx < e; idx++) {
-        int64_t t = idx / p->n_heads, h = idx % p->n_heads, kvh = h / group;
+        int64_t t = idx / p->n_kv_heads, kvh = idx % p->n_kv_heads;
         int64_t pos = j->start + t;
         /* the keys seen: [lo, pos], and a rotating layer's sinks [0, sinks) */
         int64_t window = L->keep ? L->window : p->sliding_window, lo = 0;
@@ -34,28 +38,43 @@ static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
         int64_t last = pos; /* the last key seen */
         if (p->prefix > pos + 1 && window <= 0 && !L->keep) last = p->prefix - 1;
         int64_t n = sinks + last - lo + 1;
-        float *s = lmc_thread_scratch(LMC_SCRATCH_ATTENTION, (size_t)n * sizeof(float));
+        /* scores [group][n] */
+        float *s = lmc_thread_scratch(LMC_SCRATCH_ATTENTION, (size_t)(n * group) * sizeof(float));
         if (!s) {
             atomic_store(&j->failed, true);
             return;
         }
-        const float *qv = j->q + (t * p->n_heads + h) * hd;
+        const float *qv = j->q + (t * p->n_heads + kvh * group) * hd; /* [group][hd] */
         const float *keys = L->k + kvh * cap * hd;
         const float *vals = L->v + kvh * cap * hd;
         /* slots: the sinks, then the ring from lo's slot, wrapping to keep */
         int64_t first = lmc_kv_slot(L, lo);
         for (int64_t i = 0, slot = 0; i < n; i++) {
             slot = i < sinks ? i : i == sinks ? first : slot + 1 == cap ? L->keep : slot + 1;
-            float x = k->dot_f32(qv, keys + slot * hd, hd) * p->scale;
-            if (p->softcap > 0) x = tanhf(x / p->softcap) * p->softcap;
-            s[i] = x;
+            const float *key = keys + slot * hd;
+            int64_t g = 0;
+            for (; g + 4 <= group; g += 4) {
+                float d4[4];
+                k->dot4_f32(key, qv + g * hd, hd, hd, d4);
+                for (int m = 0; m < 4; m++) s[(g + m) * n + i] = d4[m];
+            }
+            for (; g < group; g++) s[g * n + i] = k->dot_f32(qv + g * hd, key, hd);
         }
-        lmc_softmax(s, n);
-        float *o = j->out + (t * p->n_heads + h) * hd;
-        memset(o, 0, (size_t)hd * sizeof(float));
+        for (int64_t g = 0; g < group; g++) {
+            float *sg = s + g * n;
+            for (int64_t i = 0; i < n; i++) {
+                float x = sg[i] * p->scale;
+                if (p->softcap > 0) x = tanhf(x / p->softcap) * p->softcap;
+                sg[i] = x;
+            }
+            lmc_softmax(sg, n);
+        }
+        float *o = j->out + (t * p->n_heads + kvh * group) * hd; /* [group][hd] */
+        memset(o, 0, (size_t)(group * hd) * sizeof(float));
         for (int64_t i = 0, slot = 0; i < n; i++) {
             slot = i < sinks ? i : i == sinks ? first : slot + 1 == cap ? L->keep : slot + 1;
-            k->axpy(s[i], vals + slot * hd, o, hd);
+            const float *v = vals + slot * hd;
+            for (int64_t g = 0; g < group; g++) k->axpy(s[g * n + i], v, o + g * hd, hd);
         }
     }
 }
@@ -63,7 +82,7 @@ static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
 lmc_status lmc_attention(const lmc_attention_params *p, const lmc_kv_cache *c, int64_t layer,
                          const float *q, int64_t start, int64_t T, float *out) {
     attn_job j = {p, c, layer, q, start, T, out, false};
-    lmc_parallel_for(T * p->n_heads, 1, attn_body, &j);
+    lmc_parallel_for(T * p->n_kv_heads, 1, attn_body, &j);
     if (atomic_load(&j.failed))
         return lmc_error(LMC_ERR_NOMEM, "out of memory for attention scores over %lld positions",
                          (long long)(start + T));

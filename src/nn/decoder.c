@@ -200,9 +200,9 @@ lmc_status lmc_decoder_forward_inputs(lmc_decoder *d, lmc_kv_cache *kv, const in
                 memcpy(v + t * lkd, row + lqd + lkd, (size_t)lkd * sizeof(float));
             }
         } else {
-            lmc_linear_forward(&y->q, xn, T, q);
-            lmc_linear_forward(&y->k, xn, T, k);
-            lmc_linear_forward(&y->v, xn, T, v);
+            const lmc_linear *ls[3] = {&y->q, &y->k, &y->v};
+            float *ys[3] = {q, k, v};
+            lmc_linear_forward_multi(ls, 3, xn, T, ys);
         }
         head_norm(&y->q_norm, q, T, lnh, hd);
         head_norm(&y->k_norm, k, T, lnkv, hd);

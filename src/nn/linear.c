@@ -150,6 +150,21 @@ void lmc_linear_forward_gemm(const lmc_linear *l, const float *x, int64_t T, flo
     if (l->bias) add_bias(l->bias, y, T, l->out);
 }
 
+void lmc_linear_forward_multi(const lmc_linear *const *ls, int n, const float *x, int64_t T,
+                              float *const *ys) {
+    bool quantized = n >= 1 && n <= 4;
+    for (int i = 0; quantized && i < n; i++) quantized = ls[i]->quantized;
+    if (!quantized) {
+        for (int i = 0; i < n; i++) lmc_linear_forward(ls[i], x, T, ys[i]);
+        return;
+    }
+    const lmc_qweight *ws[4];
+    for (int i = 0; i < n; i++) ws[i] = &ls[i]->qw;
+    lmc_qmatmul_multi(ws, n, x, T, ys);
+    for (int i = 0; i < n; i++)
+        if (ls[i]->bias) add_bias(ls[i]->bias, ys[i], T, ls[i]->out);
+}
+
 lmc_status lmc_embedding_bind(lmc_embedding *e, const lmc_weights *w, const char *name,
                               int64_t vocab, int64_t dim) {
     memset(e, 0, sizeof *e);

@@ -50,8 +50,9 @@ lmc_status lmc_mlp_forward(const lmc_mlp *m, const float *x, int64_t T, float *y
         lmc_activation_apply(m->act, g, T * I);
         for (int64_t i = 0; i < T * I; i++) g[i] *= u[i];
     } else {
-        lmc_linear_forward(&m->gate, x, T, g);
-        lmc_linear_forward(&m->up, x, T, u);
+        const lmc_linear *ls[2] = {&m->gate, &m->up};
+        float *ys[2] = {g, u};
+        lmc_linear_forward_multi(ls, 2, x, T, ys);
         lmc_activation_apply(m->act, g, T * I);
         for (int64_t i = 0; i < T * I; i++) g[i] *= u[i];
     }

@@ -38,6 +38,10 @@ void lmc_linear_forward(const lmc_linear *l, const float *x, int64_t T, float *y
  * OpenBLAS when built with it), for large batches such as a vision
  * encoder's patches; a quantized one through lmc_qmatmul_rows. */
 void lmc_linear_forward_gemm(const lmc_linear *l, const float *x, int64_t T, float *y);
+/* ys[i] = ls[i](x) for n <= 4 layers that read the same x (q/k/v, gate/up):
+ * quantized ones share one quantization of x and one parallel loop. */
+void lmc_linear_forward_multi(const lmc_linear *const *ls, int n, const float *x, int64_t T,
+                              float *const *ys);
 
 /* ---- embedding ---- */
 

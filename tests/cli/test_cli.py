@@ -67,7 +67,7 @@ usage_errors = [
     ("logits", "--out", "/tmp/x"), ("tokenize",), ("detokenize",), ("detokenize", "--ids", "a"),
     ("template",), ("convert", "--model", MODEL), ("convert", "--model", MODEL, "--out", "/tmp/x",
                                                     "--dtype", "f8"),
-    ("bench", "-p", "0"), ("perplexity",), ("perplexity", "--text", "x", "--ctx", "1"),
+    ("bench", "-p", "0", "-n", "0"), ("bench", "-t", "1,x"), ("bench", "-o", "csv"), ("perplexity",), ("perplexity", "--text", "x", "--ctx", "1"),
     ("models", "extra-argument"),
 ]
 for args in usage_errors:
@@ -171,6 +171,12 @@ p = json.loads(r.stdout) if r.returncode == 0 else {}
 check("perplexity --text", r.returncode == 0 and 1 < p.get("perplexity", 0) < 100, r.stdout)
 r = run("bench", "-p", "16", "-n", "8", "-r", "1", "-t", "1")
 check("bench", r.returncode == 0 and "tokens/s" in r.stdout, r.stdout)
+r = run("bench", "-p", "16", "-n", "4", "-r", "1", "-t", "1,2", "-d", "0,8", "-o", "json")
+rows = [json.loads(l) for l in r.stdout.splitlines()]
+check("bench -o json: one object per test", r.returncode == 0 and len(rows) == 8 and
+      {x["test"] for x in rows} == {"pp16", "tg4", "pp16 @ d8", "tg4 @ d8"} and
+      all(k in x for x in rows for k in ("threads", "mean_tps", "sd_tps", "bytes_per_token",
+                                          "bandwidth_gbs", "limit_share")), r.stdout)
 r = run("models")
 check("models lists the shipped model", r.returncode == 0 and "kjv:11m" in r.stdout)
 r = run("chat", "--temp", "0", "--max-tokens", "16", stdin="In the beginning God created the heaven.\n")

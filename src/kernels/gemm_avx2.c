@@ -1,0 +1,112 @@
+/* AVX2 tile of the dense prefill GEMM (gemm_internal.h): 16 weight rows (two
+ * ymm of 8) x 4 tokens per kernel step, the tile converted to f32
+ * ([k][16 rows]), one FMA per k-step and row vector with the token's
+ * broadcast x. */
+#include "kernels/gemm_internal.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+
+#define MR GEMM_MR_AVX2
+#define NT 4
+
+static void pack_f32(const void *w, lmc_dtype dt, int64_t cols, int64_t r0, int nr, int64_t k0,
+                     int64_t kc, float *wt) {
+    if (nr < MR) memset(wt, 0, (size_t)kc * MR * 4);
+    _Alignas(32) float tmp[8];
+    for (int i = 0; i < nr; i++) {
+        const int64_t off = (r0 + i) * cols + k0;
+        for (int64_t k = 0; k < kc; k += 8) {
+            __m256 v;
+            if (dt == LMC_DTYPE_F32)
+                v = _mm256_loadu_ps((const float *)w + off + k);
+            else if (dt == LMC_DTYPE_F16)
+                v = _mm256_cvtph_ps(
+                    _mm_loadu_si128((const __m128i *)((const uint16_t *)w + off + k)));
+            else
+                v = _mm256_castsi256_ps(
+                    _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(
+                                          (const __m128i *)((const uint16_t *)w + off + k))),
+                                      16));
+            _mm256_store_ps(tmp, v);
+            for (int m = 0; m < 8; m++) wt[(k + m) * MR + i] = tmp[m];
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+kernel_f32(const float *wt, int64_t kc, const float *x, int64_t ldx, float *acc, const int nt) {
+    __m256 f0[NT], f1[NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        f0[t] = _mm256_load_ps(acc + t * MR);
+        f1[t] = _mm256_load_ps(acc + t * MR + 8);
+    }
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < kc; k++) {
+        const __m256 w0 = _mm256_load_ps(wt + k * MR), w1 = _mm256_load_ps(wt + k * MR + 8);
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) {
+            const __m256 xx = _mm256_broadcast_ss(x + t * ldx + k);
+            f0[t] = _mm256_fmadd_ps(w0, xx, f0[t]);
+            f1[t] = _mm256_fmadd_ps(w1, xx, f1[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        _mm256_store_ps(acc + t * MR, f0[t]);
+        _mm256_store_ps(acc + t * MR + 8, f1[t]);
+    }
+}
+
+void gemm_tile_f32_avx2(const void *w, lmc_dtype dt, int64_t cols, int64_t r0, int nr,
+                        const float *x, int64_t T, float *y, int64_t ldy, void *scratch) {
+    float *wt = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    float *acc = wt + MR * GEMM_KC;
+    memset(acc, 0, (size_t)T * MR * sizeof(float));
+    int64_t k0 = 0;
+    for (; k0 + 8 <= cols; k0 += GEMM_KC) {
+        int64_t kc = cols - k0 < GEMM_KC ? cols - k0 : GEMM_KC;
+        kc &= ~(int64_t)7;
+        pack_f32(w, dt, cols, r0, nr, k0, kc, wt);
+        int64_t t = 0;
+        for (; t + NT <= T; t += NT) kernel_f32(wt, kc, x + t * cols + k0, cols, acc + t * MR, NT);
+        switch (T - t) {
+        case 3:
+            kernel_f32(wt, kc, x + t * cols + k0, cols, acc + t * MR, 3);
+            break;
+        case 2:
+            kernel_f32(wt, kc, x + t * cols + k0, cols, acc + t * MR, 2);
+            break;
+        case 1:
+            kernel_f32(wt, kc, x + t * cols + k0, cols, acc + t * MR, 1);
+            break;
+        default:
+            break;
+        }
+        if (kc < GEMM_KC) {
+            k0 += kc;
+            break;
+        }
+    }
+    for (int64_t t = 0; t < T; t++)
+        for (int i = 0; i < nr; i++) {
+            float s = 0;
+            for (int64_t k = k0; k < cols; k++) {
+                const int64_t o = (r0 + i) * cols + k;
+                float wv = dt == LMC_DTYPE_F32   ? ((const float *)w)[o]
+                           : dt == LMC_DTYPE_F16 ? lmc_f16_to_f32(((const uint16_t *)w)[o])
+                                                 : lmc_bf16_to_f32(((const uint16_t *)w)[o]);
+                s += wv * x[t * cols + k];
+            }
+            y[t * ldy + i] = acc[t * MR + i] + s;
+        }
+}
+
+#else
+void gemm_tile_f32_avx2(const void *w, lmc_dtype dt, int64_t cols, int64_t r0, int nr,
+                        const float *x, int64_t T, float *y, int64_t ldy, void *scratch) {
+    (void)w, (void)dt, (void)cols, (void)r0, (void)nr, (void)x, (void)T, (void)y, (void)ldy,
+        (void)scratch;
+}
+#endif

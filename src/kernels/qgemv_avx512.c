@@ -1,0 +1,125 @@
+/* AVX-512 VNNI matvec of MLX 4/8-bit weights for decode (up to 8 tokens),
+ * int16 activations per group (qgemm_x; gemm_internal.h has the maths): a
+ * row's q values are widened to int16 in registers (vpmovzxbw) and
+ * `vpdpwssd` sums 32 products per instruction into int32 lanes, exact per
+ * group; then one FMA by s * d per group and token. For 4 bits, 32 packed
+ * bytes are 64 columns: the low nibbles are the even ones, the high nibbles
+ * the odd ones, and x comes permuted to match (per 64 columns: the 32 even,
+ * then the 32 odd; qgemm.c). Groups of 64 and 128 only. Called only when
+ * lmc_cpu_has_avx512(). */
+#include "kernels/gemm_internal.h"
+
+#if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#include <immintrin.h>
+
+#define NT 4
+#define SEG 64 /* groups whose scales are converted at a time */
+
+static void load_scales(const void *p, lmc_dtype dt, int64_t off, int n, float *out) {
+    int i = 0;
+    if (dt == LMC_DTYPE_BF16) {
+        const uint16_t *s = (const uint16_t *)p + off;
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(
+                out + i,
+                _mm512_castsi512_ps(_mm512_slli_epi32(
+                    _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(s + i))), 16)));
+    } else if (dt == LMC_DTYPE_F16) {
+        const uint16_t *s = (const uint16_t *)p + off;
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(out + i,
+                             _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i))));
+    }
+    for (; i < n; i++) out[i] = quant_load_scale(p, dt, off + i);
+}
+
+static inline __attribute__((always_inline)) void rows_kernel(const lmc_qweight *w, int64_t r0,
+                                                              int nr, const qgemm_x *x, float *y,
+                                                              int64_t ldy, const int nt) {
+    const int g = w->group_size, b8 = w->bits == 8;
+    const int64_t ng = quant_groups(w), row_bytes = quant_row_words(w) * 4;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    _Alignas(64) float sc[SEG], bi[SEG];
+    for (int i = 0; i < nr; i++) {
+        const int64_t r = r0 + i;
+        const uint8_t *rp = (const uint8_t *)w->packed + r * row_bytes;
+        __m512 f[NT];
+        float bacc[NT];
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) f[t] = _mm512_setzero_ps(), bacc[t] = 0.0f;
+        for (int64_t j0 = 0; j0 < ng; j0 += SEG) {
+            const int n = (int)(ng - j0 < SEG ? ng - j0 : SEG);
+            load_scales(w->scales, w->scale_dtype, r * ng + j0, n, sc);
+            load_scales(w->biases, w->scale_dtype, r * ng + j0, n, bi);
+            for (int j = 0; j < n; j++) {
+                const int64_t c0 = (j0 + j) * g;
+                __m512i acc[NT];
+#pragma GCC unroll 8
+                for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_si512();
+                for (int c = 0; c < g; c += 64) {
+                    __m512i qa, qb;
+                    if (b8) {
+                        const uint8_t *p = rp + c0 + c;
+                        _mm_prefetch((const char *)p + 2048, _MM_HINT_T0);
+                        qa = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p));
+                        qb = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(p + 32)));
+                    } else {
+                        const uint8_t *p = rp + (c0 + c) / 2;
+                        if (!(c & 64)) _mm_prefetch((const char *)p + 2048, _MM_HINT_T0);
+                        __m256i v = _mm256_loadu_si256((const __m256i *)p);
+                        qa = _mm512_cvtepu8_epi16(_mm256_and_si256(v, m4));
+                        qb = _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+                    }
+#pragma GCC unroll 8
+                    for (int t = 0; t < nt; t++) {
+                        const int16_t *xv = x->v + t * x->ldv + c0 + c;
+                        acc[t] = _mm512_dpwssd_epi32(acc[t], qa, _mm512_loadu_si512(xv));
+                        acc[t] = _mm512_dpwssd_epi32(acc[t], qb, _mm512_loadu_si512(xv + 32));
+                    }
+                }
+#pragma GCC unroll 8
+                for (int t = 0; t < nt; t++) {
+                    const float d = x->d[t * x->ldg + j0 + j];
+                    f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), _mm512_set1_ps(sc[j] * d),
+                                           f[t]);
+                    bacc[t] += bi[j] * x->gsum[t * x->ldg + j0 + j];
+                }
+            }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) y[t * ldy + i] = _mm512_reduce_add_ps(f[t]) + bacc[t];
+    }
+}
+
+void qgemv_rows_avx512(const lmc_qweight *w, int64_t r0, int nr, const qgemm_x *x, int64_t T,
+                       float *y, int64_t ldy, void *scratch) {
+    (void)scratch;
+    for (int64_t t = 0; t < T; t += NT) {
+        qgemm_x xt = *x;
+        xt.v += t * x->ldv;
+        xt.d += t * x->ldg;
+        xt.gsum += t * x->ldg;
+        float *yt = y + t * ldy;
+        switch (T - t < NT ? T - t : NT) {
+        case 1:
+            rows_kernel(w, r0, nr, &xt, yt, ldy, 1);
+            break;
+        case 2:
+            rows_kernel(w, r0, nr, &xt, yt, ldy, 2);
+            break;
+        case 3:
+            rows_kernel(w, r0, nr, &xt, yt, ldy, 3);
+            break;
+        default:
+            rows_kernel(w, r0, nr, &xt, yt, ldy, 4);
+            break;
+        }
+    }
+}
+
+#else
+void qgemv_rows_avx512(const lmc_qweight *w, int64_t r0, int nr, const qgemm_x *x, int64_t T,
+                       float *y, int64_t ldy, void *scratch) {
+    (void)w, (void)r0, (void)nr, (void)x, (void)T, (void)y, (void)ldy, (void)scratch;
+}
+#endif
