@@ -114,6 +114,19 @@ char *cli_model_dir(const char *cmd, const char *spec);
 bool cli_load(const char *cmd, const char *spec, lmc_model_kind kind, int32_t max_kv_tokens,
               lmc_container **out);
 
+/* The sampling options of generate and chat (cli_sampling.c). */
+typedef struct cli_sampling {
+    long max_tokens, top_k, rep_ctx, seed;
+    double temp, top_p, min_p, rep, presence, frequency;
+    bool seed_given, ignore_eos;
+    cli_strs stops; /* freed with cli_strs_free */
+} cli_sampling;
+#define CLI_SAMPLING_N 12
+void cli_sampling_init(cli_sampling *s);
+/* Fills out[0..CLI_SAMPLING_N) with the options, writing into s. */
+void cli_sampling_options(cli_sampling *s, cli_option out[CLI_SAMPLING_N]);
+void cli_sampling_apply(const cli_sampling *s, lmc_generate_params *p);
+
 /* The stats line of generate and chat's /stats, on stderr. */
 void cli_print_stats(const lmc_generate_stats *s);
 

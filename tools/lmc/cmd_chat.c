@@ -733,42 +733,18 @@ static int repl_pipe(chat *ch) {
 
 int cmd_chat(int argc, char **argv) {
     const char *spec = NULL, *system_arg = NULL;
-    cli_strs stops = {0};
-    bool ignore_eos = false;
-    lmc_generate_params p;
-    lmc_generate_params_default(&p);
-    long max_tokens = p.max_tokens, top_k = 0, rep_ctx = p.repetition_context, seed = 0;
-    double temp = p.temperature, top_p = 1, min_p = 0, rep = 1, presence = 0, frequency = 0;
-    bool seed_given = false;
-    const cli_option opts[] = {
+    cli_sampling smp;
+    cli_sampling_init(&smp);
+    const cli_option own[] = {
         {"model", 'm', CLI_STR, &spec, "M",
          "a folder, registry name or cached hub id (default: the shipped model)", 0, 0, NULL},
         {"system", 0, CLI_STR, &system_arg, "TEXT", "a system message first (@FILE reads FILE)", 0,
          0, NULL},
-        {"max-tokens", 'n', CLI_INT, &max_tokens, "N", "tokens of a reply at most (default 256)", 0,
-         1 << 30, NULL},
-        {"temp", 0, CLI_FLOAT, &temp, "T", "sampling temperature; 0 = greedy (default 0.8)", 0, 1e6,
-         NULL},
-        {"top-p", 0, CLI_FLOAT, &top_p, "P", "nucleus sampling: keep the top P of the mass", 1e-9,
-         1, NULL},
-        {"top-k", 0, CLI_INT, &top_k, "K", "keep the K most likely tokens (0 = off)", 0, 1 << 30,
-         NULL},
-        {"min-p", 0, CLI_FLOAT, &min_p, "P", "drop tokens below P x the most likely (0 = off)", 0,
-         1, NULL},
-        {"repetition-penalty", 0, CLI_FLOAT, &rep, "R",
-         "transformers' repetition penalty (1 = off)", 1e-6, 1e6, NULL},
-        {"repetition-context-size", 0, CLI_INT, &rep_ctx, "N",
-         "tokens the repetition penalty sees (default 64)", 1, 1 << 30, NULL},
-        {"presence-penalty", 0, CLI_FLOAT, &presence, "P",
-         "subtract P from each token seen in the last 20", -1e6, 1e6, NULL},
-        {"frequency-penalty", 0, CLI_FLOAT, &frequency, "P",
-         "subtract P x its count from each token of the last 20", -1e6, 1e6, NULL},
-        {"seed", 's', CLI_INT, &seed, "S", "sampling seed of every reply (default 0)", 0, 9.2e18,
-         &seed_given},
-        {"stop", 0, CLI_STRS, &stops, "TEXT", "end a reply at this text", 0, 0, NULL},
-        {"ignore-eos", 0, CLI_FLAG, &ignore_eos, NULL, "go on past end-of-sequence tokens", 0, 0,
-         NULL},
     };
+    enum { N_OWN = sizeof own / sizeof own[0] };
+    cli_option opts[N_OWN + CLI_SAMPLING_N];
+    memcpy(opts, own, sizeof own);
+    cli_sampling_options(&smp, opts + N_OWN);
     const cli_command cmd = {
         .name = "chat",
         .synopsis = "[--model M] [--system TEXT] [options]",
@@ -782,14 +758,14 @@ int cmd_chat(int argc, char **argv) {
             "(or /exit). Ctrl-C stops a reply (kept in the conversation) or discards the line\n"
             "being typed; Ctrl-D leaves.",
         .options = opts,
-        .n_options = sizeof opts / sizeof opts[0],
+        .n_options = N_OWN + CLI_SAMPLING_N,
         .flags = CLI_MODEL_OPTIONS,
         .examples = "  lmc chat --system \"Answer in the words of the King James Bible.\"\n"
                     "  lmc chat --model qwen3:4b --temp 0.6 --max-tokens 1024\n"
                     "  printf 'Who was Moses?\\n/stats\\n' | lmc chat --temp 0\n"};
     int r = cli_parse(&cmd, argc, argv);
     if (r >= 0) {
-        cli_strs_free(&stops);
+        cli_strs_free(&smp.stops);
         return r;
     }
     int rc = CLI_EXIT_ERROR;
@@ -802,20 +778,8 @@ int cmd_chat(int argc, char **argv) {
             ch.system = NULL;
         }
     }
-    p.max_tokens = (int32_t)max_tokens;
-    p.temperature = (float)temp;
-    p.top_p = (float)top_p;
-    p.top_k = (int32_t)top_k;
-    p.min_p = (float)min_p;
-    p.repetition_penalty = (float)rep;
-    p.repetition_context = (int32_t)rep_ctx;
-    p.presence_penalty = (float)presence;
-    p.frequency_penalty = (float)frequency;
-    if (seed_given) p.seed = (uint64_t)seed;
-    p.ignore_eos = ignore_eos;
-    p.stop = stops.v;
-    p.n_stop = stops.n;
-    ch.params = p;
+    lmc_generate_params_default(&ch.params);
+    cli_sampling_apply(&smp, &ch.params);
     if (!cli_load("chat", spec, LMC_MODEL_LLM, 0, &ch.container)) goto done;
     check_job cj = {.ch = &ch};
     lmc_status st = lmc_container_perform(ch.container, run_check, &cj);
@@ -841,6 +805,6 @@ done:
     clear_conversation(&ch);
     free(ch.system);
     free(ch.reply);
-    cli_strs_free(&stops);
+    cli_strs_free(&smp.stops);
     return rc;
 }

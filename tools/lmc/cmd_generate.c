@@ -60,14 +60,11 @@ void cli_print_stats(const lmc_generate_stats *s) {
 
 int cmd_generate(int argc, char **argv) {
     const char *spec = NULL, *prompt_arg = NULL, *system_arg = NULL, *tokens_arg = NULL;
-    cli_strs images = {0}, stops = {0};
-    bool no_template = false, stats = false, print_ids = false, ignore_eos = false;
-    lmc_generate_params p;
-    lmc_generate_params_default(&p);
-    long max_tokens = p.max_tokens, top_k = 0, rep_ctx = p.repetition_context, seed = 0;
-    double temp = p.temperature, top_p = 1, min_p = 0, rep = 1, presence = 0, frequency = 0;
-    bool seed_given = false;
-    const cli_option opts[] = {
+    cli_strs images = {0};
+    bool no_template = false, stats = false, print_ids = false;
+    cli_sampling smp;
+    cli_sampling_init(&smp);
+    const cli_option own[] = {
         {"model", 'm', CLI_STR, &spec, "M",
          "a folder, registry name or cached hub id (default: the shipped model)", 0, 0, NULL},
         {"prompt", 'p', CLI_STR, &prompt_arg, "TEXT",
@@ -77,34 +74,16 @@ int cmd_generate(int argc, char **argv) {
         {"image", 0, CLI_STRS, &images, "PATH", "an image (uses the VLM factory)", 0, 0, NULL},
         {"tokens", 0, CLI_STR, &tokens_arg, "IDS", "the prompt as token ids, comma-separated", 0, 0,
          NULL},
-        {"max-tokens", 'n', CLI_INT, &max_tokens, "N", "tokens to generate (default 256)", 0,
-         1 << 30, NULL},
-        {"temp", 0, CLI_FLOAT, &temp, "T", "sampling temperature; 0 = greedy (default 0.8)", 0, 1e6,
-         NULL},
-        {"top-p", 0, CLI_FLOAT, &top_p, "P", "nucleus sampling: keep the top P of the mass", 1e-9,
-         1, NULL},
-        {"top-k", 0, CLI_INT, &top_k, "K", "keep the K most likely tokens (0 = off)", 0, 1 << 30,
-         NULL},
-        {"min-p", 0, CLI_FLOAT, &min_p, "P", "drop tokens below P x the most likely (0 = off)", 0,
-         1, NULL},
-        {"repetition-penalty", 0, CLI_FLOAT, &rep, "R",
-         "transformers' repetition penalty (1 = off)", 1e-6, 1e6, NULL},
-        {"repetition-context-size", 0, CLI_INT, &rep_ctx, "N",
-         "tokens the repetition penalty sees (default 64)", 1, 1 << 30, NULL},
-        {"presence-penalty", 0, CLI_FLOAT, &presence, "P",
-         "subtract P from each token seen in the last 20", -1e6, 1e6, NULL},
-        {"frequency-penalty", 0, CLI_FLOAT, &frequency, "P",
-         "subtract P x its count from each token of the last 20", -1e6, 1e6, NULL},
-        {"seed", 's', CLI_INT, &seed, "S", "sampling seed (default 0)", 0, 9.2e18, &seed_given},
-        {"stop", 0, CLI_STRS, &stops, "TEXT", "stop at this text", 0, 0, NULL},
         {"no-template", 0, CLI_FLAG, &no_template, NULL,
          "the prompt as plain text, not through the chat template", 0, 0, NULL},
-        {"ignore-eos", 0, CLI_FLAG, &ignore_eos, NULL, "go on past end-of-sequence tokens", 0, 0,
-         NULL},
         {"print-ids", 0, CLI_FLAG, &print_ids, NULL, "print token ids, not text", 0, 0, NULL},
         {"stats", 0, CLI_FLAG, &stats, NULL, "print speed and memory on stderr at the end", 0, 0,
          NULL},
     };
+    enum { N_OWN = sizeof own / sizeof own[0] };
+    cli_option opts[N_OWN + CLI_SAMPLING_N];
+    memcpy(opts, own, sizeof own);
+    cli_sampling_options(&smp, opts + N_OWN);
     const cli_command cmd = {
         .name = "generate",
         .synopsis = "[--model M] [--prompt TEXT | --tokens IDS] [--image PATH]... [options]",
@@ -112,14 +91,14 @@ int cmd_generate(int argc, char **argv) {
                  "the model shipped with lmc (models/" CLI_SHIPPED_DIR "). Ctrl-C stops the\n"
                  "generation and prints the stats so far (exit status 130).",
         .options = opts,
-        .n_options = sizeof opts / sizeof opts[0],
+        .n_options = N_OWN + CLI_SAMPLING_N,
         .flags = CLI_MODEL_OPTIONS,
         .examples = "  lmc generate --prompt \"And God said,\" --no-template --max-tokens 64\n"
                     "  lmc generate --model qwen3:4b --prompt @question.txt --temp 0.6 --stats\n"};
     int r = cli_parse(&cmd, argc, argv);
     if (r >= 0) {
         cli_strs_free(&images);
-        cli_strs_free(&stops);
+        cli_strs_free(&smp.stops);
         return r;
     }
     int rc = CLI_EXIT_ERROR;
@@ -140,19 +119,9 @@ int cmd_generate(int argc, char **argv) {
     }
     if (prompt_arg && !(prompt = cli_text_arg("generate", prompt_arg))) goto done;
     if (system_arg && !(system = cli_text_arg("generate", system_arg))) goto done;
-    p.max_tokens = (int32_t)max_tokens;
-    p.temperature = (float)temp;
-    p.top_p = (float)top_p;
-    p.top_k = (int32_t)top_k;
-    p.min_p = (float)min_p;
-    p.repetition_penalty = (float)rep;
-    p.repetition_context = (int32_t)rep_ctx;
-    p.presence_penalty = (float)presence;
-    p.frequency_penalty = (float)frequency;
-    if (seed_given) p.seed = (uint64_t)seed;
-    p.ignore_eos = ignore_eos;
-    p.stop = stops.v;
-    p.n_stop = stops.n;
+    lmc_generate_params p;
+    lmc_generate_params_default(&p);
+    cli_sampling_apply(&smp, &p);
     j.params = p;
     j.print_ids = print_ids;
     j.input.no_template = no_template;
@@ -207,6 +176,6 @@ done:
     free(system);
     free(ids);
     cli_strs_free(&images);
-    cli_strs_free(&stops);
+    cli_strs_free(&smp.stops);
     return rc;
 }
