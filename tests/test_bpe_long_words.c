@@ -102,8 +102,8 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* A 4 MB word without spaces (Llama 3's tokenizer): linear time and at
- * most ~24 bytes of memory a byte beyond the tokenizer. */
+/* A 4 MB word without spaces (Llama 3's tokenizer): linear time and
+ * under 20 bytes of memory a byte beyond the tokenizer (issue 14). */
 static void test_long_word_bounded(void **state) {
     (void)state;
     lmc_tokenizer *tok = NULL;
@@ -132,7 +132,7 @@ static void test_long_word_bounded(void **state) {
                   per_byte);
     assert_true(k > n / 8);
 #ifndef SANITIZED /* the sanitizers' redzones and shadow are not the tokenizer's */
-    if (per_byte > 24) fail_msg("%.1f bytes of memory per input byte", per_byte);
+    if (per_byte >= 20) fail_msg("%.1f bytes of memory per input byte", per_byte);
 #endif
     if (dt > 10) fail_msg("%.2f s for 4 MB", dt);
     lmc_free(ids);

@@ -415,6 +415,31 @@ static void test_synthetic_features(void **state) {
     lmc_tokenizer_free(tok);
 }
 
+/* A word whose characters are all outside the vocabulary, with neither
+ * unk_token nor byte fallback, gives no ids (HF drops the characters); the
+ * word cache used to memcpy its zero ids from a NULL array (UBSan found it
+ * from a 272-byte tokenizer.json; make asan halts on it). */
+static void test_word_of_no_ids(void **state) {
+    (void)state;
+    lmc_tokenizer *tok = load_text("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, "
+                                   "\"aa\": 1}, \"merges\": [\"a a\"]}}");
+    assert_non_null(tok);
+    int32_t *ids = NULL;
+    size_t n = 99;
+    assert_int_equal(lmc_tokenizer_encode(tok, "b", 1, 0, &ids, &n), LMC_OK);
+    assert_int_equal(n, 0);
+    lmc_free(ids);
+    /* the cached empty word, then a word of ids around it */
+    assert_int_equal(lmc_tokenizer_encode(tok, "b", 1, 0, &ids, &n), LMC_OK);
+    assert_int_equal(n, 0);
+    lmc_free(ids);
+    assert_int_equal(lmc_tokenizer_encode(tok, "baab", 4, 0, &ids, &n), LMC_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], 1);
+    lmc_free(ids);
+    lmc_tokenizer_free(tok);
+}
+
 static void test_wordpiece_decoder_and_bytes(void **state) {
     (void)state;
     const char *json =
@@ -505,6 +530,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_synthetic_features),
+        cmocka_unit_test(test_word_of_no_ids),
         cmocka_unit_test(test_wordpiece_decoder_and_bytes),
         cmocka_unit_test(test_shared_models),
         cmocka_unit_test(test_stream_strip_both_ends),

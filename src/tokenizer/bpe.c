@@ -1,7 +1,9 @@
 /* The BPE model: tokenizers/src/models/bpe/{model.rs,word.rs,serialization.rs}.
  * Merge ranks live in an open-addressing table keyed by the (left, right) id
- * pair; each word is merged with a binary heap over a linked list of symbols
- * (Word::merge_all), so a word costs O(n log n) in its length. */
+ * pair; each word is merged over an array of symbols linked by their spans
+ * (Word::merge_all), with an 8-ary heap of pending merges for words shorter
+ * than tok_bpe_bucket_threshold and one bucket of positions per rank for
+ * longer ones, so a word costs O(n log n) in its length. */
 #include "tok_internal.h"
 
 #include <stdio.h>
@@ -9,17 +11,6 @@
 #include <string.h>
 
 /* ---- merge table ------------------------------------------------------- */
-
-static inline uint64_t pair_key(int32_t a, int32_t b) {
-    return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-}
-
-static inline size_t pair_hash(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    return (size_t)k;
-}
 
 static lmc_status merges_init(tok_merge_map *m, size_t n) {
     size_t ns = 16;
@@ -33,7 +24,7 @@ static lmc_status merges_init(tok_merge_map *m, size_t n) {
 }
 
 static void merges_insert(tok_merge_map *m, struct tok_merge_slot x) {
-    size_t mask = m->nslots - 1, j = pair_hash(x.key) & mask;
+    size_t mask = m->nslots - 1, j = tok_pair_hash(x.key) & mask;
     while (m->slots[j].key != UINT64_MAX && m->slots[j].key != x.key) j = (j + 1) & mask;
     if (m->slots[j].key == UINT64_MAX) m->n++;
     m->slots[j] = x;
@@ -51,25 +42,9 @@ static lmc_status merges_put(tok_merge_map *m, int32_t a, int32_t b, uint32_t ra
         free(m->slots);
         *m = g;
     }
-    merges_insert(m, (struct tok_merge_slot){pair_key(a, b), rank, id});
+    merges_insert(m, (struct tok_merge_slot){tok_pair_key(a, b), rank, id});
     if (rank > m->max_rank) m->max_rank = rank;
     return LMC_OK;
-}
-
-static inline bool merges_get(const tok_merge_map *m, int32_t a, int32_t b, uint32_t *rank,
-                              int32_t *id) {
-    uint64_t k = pair_key(a, b);
-    size_t mask = m->nslots - 1, j = pair_hash(k) & mask;
-    for (;;) {
-        const struct tok_merge_slot *x = &m->slots[j];
-        if (x->key == k) {
-            *rank = x->rank;
-            *id = x->new_id;
-            return true;
-        }
-        if (x->key == UINT64_MAX) return false;
-        j = (j + 1) & mask;
-    }
 }
 
 /* ---- loading ----------------------------------------------------------- */
@@ -162,7 +137,7 @@ static lmc_status merge_flush(merge_ctx *x) {
             if (ids[i][k] < 0) return key_missing(m->index, &m->key[k]);
         }
         __builtin_prefetch(
-            &mm->slots[pair_hash(pair_key(ids[i][0], ids[i][1])) & (mm->nslots - 1)]);
+            &mm->slots[tok_pair_hash(tok_pair_key(ids[i][0], ids[i][1])) & (mm->nslots - 1)]);
     }
     for (size_t i = 0; i < x->n; i++) {
         lmc_status st =
@@ -358,9 +333,7 @@ void tok_bpe_free(tok_bpe *bpe) {
 /* ---- encoding ---------------------------------------------------------- */
 
 void tok_bpe_scratch_free(tok_bpe_scratch *s) {
-    free(s->sym_id);
-    free(s->span);
-    free(s->prev);
+    free(s->sym);
     free(s->heap);
     for (size_t i = 0; i < s->n_buckets; i++) free(s->buckets[i].pos);
     free(s->buckets);
@@ -422,12 +395,12 @@ static uint64_t heap_pop(uint64_t *h, size_t *n) {
 static lmc_status add_symbol(tok_bpe_scratch *s, size_t *ns, int32_t id) {
     if (*ns == s->sym_cap) {
         size_t c = s->sym_cap ? s->sym_cap * 2 : 64;
-        int32_t *ids = realloc(s->sym_id, c * sizeof *ids);
-        if (ids) s->sym_id = ids;
-        if (!ids) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
+        tok_sym *v = realloc(s->sym, c * sizeof *v);
+        if (!v) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
+        s->sym = v;
         s->sym_cap = c;
     }
-    s->sym_id[(*ns)++] = id;
+    s->sym[(*ns)++].id = id;
     return LMC_OK;
 }
 
@@ -440,6 +413,17 @@ static lmc_status split_chars(const tok_bpe *bpe, const char *w, size_t n, tok_b
     uint32_t unk_len = 0;
     lmc_status st;
     *ns = 0;
+    if (!affix && n > s->sym_cap) {
+        /* Without affixes a word has at most one symbol per byte: reserve
+         * them at once (no doubling slack and no copies for long words). */
+        size_t c = n;
+        if (n < 65536 && c < 2 * s->sym_cap) c = 2 * s->sym_cap;
+        if (c < 64) c = 64;
+        tok_sym *v = realloc(s->sym, c * sizeof *v);
+        if (!v) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
+        s->sym = v;
+        s->sym_cap = c;
+    }
     for (size_t i = 0; i < n;) {
         int32_t cp;
         size_t cl = lmc_utf8_decode(w + i, n - i, &cp);
@@ -502,9 +486,9 @@ static void heap_compact(const tok_bpe *bpe, tok_bpe_scratch *s, size_t ns, size
         uint64_t e = s->heap[i];
         uint32_t pos = (uint32_t)e, rank;
         int32_t id;
-        size_t next = pos + (size_t)s->span[pos];
-        if (s->span[pos] && next < ns &&
-            merges_get(&bpe->merges, s->sym_id[pos], s->sym_id[next], &rank, &id) &&
+        size_t next = pos + (size_t)s->sym[pos].span;
+        if (s->sym[pos].span && next < ns &&
+            tok_merges_get(&bpe->merges, s->sym[pos].id, s->sym[next].id, &rank, &id) &&
             rank == (uint32_t)(e >> 32))
             s->heap[k++] = e;
     }
@@ -519,21 +503,10 @@ static inline uint64_t heap_key(uint32_t rank, size_t pos) {
 
 /* Word::merge_all without dropout: the lowest-ranked pair merges first
  * (leftmost among equals), until no pair of neighbours has a merge. */
-static lmc_status merge_all_buckets(const tok_bpe *bpe, tok_bpe_scratch *s, size_t ns);
-
 static lmc_status merge_all(const tok_bpe *bpe, tok_bpe_scratch *s, size_t ns) {
     if (ns < 2) return LMC_OK;
     if (ns > UINT32_MAX) return lmc_error(LMC_ERR_LIMIT, "BPE: a word of %zu symbols", ns);
-    /* span and prev live beside sym_id, as long as it (sym_cap) */
-    if (!s->span || s->span_cap < s->sym_cap) {
-        uint16_t *a = realloc(s->span, s->sym_cap * sizeof *a);
-        if (a) s->span = a;
-        uint16_t *b = a ? realloc(s->prev, s->sym_cap * sizeof *b) : NULL;
-        if (b) s->prev = b;
-        if (!a || !b) return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
-        s->span_cap = s->sym_cap;
-    }
-    if (ns >= tok_bpe_bucket_threshold) return merge_all_buckets(bpe, s, ns);
+    if (ns >= tok_bpe_bucket_threshold) return tok_bpe_merge_buckets(bpe, s, ns);
     size_t cap = ns + ns / 4 + 16;
     if (s->heap_cap < cap) {
         uint64_t *h = realloc(s->heap, cap * sizeof *h);
@@ -541,216 +514,43 @@ static lmc_status merge_all(const tok_bpe *bpe, tok_bpe_scratch *s, size_t ns) {
         s->heap = h;
         s->heap_cap = cap;
     }
-    int32_t *id = s->sym_id;
-    uint16_t *span = s->span, *prev = s->prev;
+    tok_sym *y = s->sym;
     size_t hn = 0;
     for (size_t i = 0; i < ns; i++) {
-        span[i] = 1;
-        prev[i] = 1;
+        y[i].span = 1;
+        y[i].prev = 1;
     }
     uint32_t rank;
     int32_t nid;
     for (size_t i = 0; i + 1 < ns; i++)
-        if (merges_get(&bpe->merges, id[i], id[i + 1], &rank, &nid))
+        if (tok_merges_get(&bpe->merges, y[i].id, y[i + 1].id, &rank, &nid))
             heap_push(s->heap, &hn, heap_key(rank, i));
     while (hn) {
         uint64_t top = heap_pop(s->heap, &hn);
-        size_t pos = (uint32_t)top, right = pos + span[pos];
+        size_t pos = (uint32_t)top, right = pos + y[pos].span;
         /* Skip entries made stale by earlier merges. */
-        if (!span[pos] || right >= ns ||
-            !merges_get(&bpe->merges, id[pos], id[right], &rank, &nid) ||
+        if (!y[pos].span || right >= ns ||
+            !tok_merges_get(&bpe->merges, y[pos].id, y[right].id, &rank, &nid) ||
             rank != (uint32_t)(top >> 32))
             continue;
-        size_t merged = (size_t)span[pos] + span[right];
+        size_t merged = (size_t)y[pos].span + y[right].span;
         if (merged > UINT16_MAX)
             return lmc_error(LMC_ERR_LIMIT, "BPE: a token of more than %d symbols", UINT16_MAX);
-        id[pos] = nid;
-        span[right] = 0;
-        span[pos] = (uint16_t)merged;
+        y[pos].id = nid;
+        y[right].span = 0;
+        y[pos].span = (uint16_t)merged;
         size_t next = pos + merged;
-        if (next < ns) prev[next] = (uint16_t)merged;
+        if (next < ns) y[next].prev = (uint16_t)merged;
         if (hn + 2 > s->heap_cap) heap_compact(bpe, s, ns, &hn);
         if (pos > 0) {
-            size_t left = pos - prev[pos];
-            if (merges_get(&bpe->merges, id[left], id[pos], &rank, &nid))
+            size_t left = pos - y[pos].prev;
+            if (tok_merges_get(&bpe->merges, y[left].id, y[pos].id, &rank, &nid))
                 heap_push(s->heap, &hn, heap_key(rank, left));
         }
-        if (next < ns && merges_get(&bpe->merges, id[pos], id[next], &rank, &nid))
+        if (next < ns && tok_merges_get(&bpe->merges, y[pos].id, y[next].id, &rank, &nid))
             heap_push(s->heap, &hn, heap_key(rank, pos));
     }
     return LMC_OK;
-}
-
-/* ---- long words: a bucket queue over ranks ------------------------------------ */
-
-size_t tok_bpe_bucket_threshold = 8192;
-
-typedef struct bucket_queue {
-    struct tok_bucket *b;
-    uint64_t *bits1, *bits2; /* bit r: bucket r not empty; bit w of bits2: bits1[w] != 0 */
-    size_t n_bits2;
-    size_t entries;
-} bucket_queue;
-
-static bool bq_push(bucket_queue *q, uint32_t rank, uint32_t pos) {
-    struct tok_bucket *b = &q->b[rank];
-    if (b->n == b->cap) {
-        uint32_t c = b->cap ? b->cap * 2 : 4;
-        uint32_t *v = realloc(b->pos, (size_t)c * sizeof *v);
-        if (!v) return false;
-        b->pos = v;
-        b->cap = c;
-    }
-    uint32_t i = b->n++;
-    while (i > 0 && b->pos[(i - 1) / 2] > pos) {
-        b->pos[i] = b->pos[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    b->pos[i] = pos;
-    if (b->n == 1) {
-        q->bits1[rank / 64] |= 1ull << (rank % 64);
-        q->bits2[rank / 4096] |= 1ull << (rank / 64 % 64);
-    }
-    q->entries++;
-    return true;
-}
-
-static void bucket_sift_down(uint32_t *h, uint32_t n, uint32_t i, uint32_t x) {
-    for (;;) {
-        uint32_t l = 2 * i + 1, m = i;
-        uint32_t best = x;
-        if (l < n && h[l] < best) best = h[l], m = l;
-        if (l + 1 < n && h[l + 1] < best) best = h[l + 1], m = l + 1;
-        if (m == i) break;
-        h[i] = best;
-        i = m;
-    }
-    h[i] = x;
-}
-
-static void bq_clear_bit(bucket_queue *q, uint32_t rank) {
-    q->bits1[rank / 64] &= ~(1ull << (rank % 64));
-    if (!q->bits1[rank / 64]) q->bits2[rank / 4096] &= ~(1ull << (rank / 64 % 64));
-}
-
-/* The lowest (rank, position); false when empty. */
-static bool bq_pop(bucket_queue *q, uint32_t *rank, uint32_t *pos) {
-    for (size_t w2 = 0; w2 < q->n_bits2; w2++) {
-        if (!q->bits2[w2]) continue;
-        size_t w1 = w2 * 64 + (size_t)__builtin_ctzll(q->bits2[w2]);
-        uint32_t r = (uint32_t)(w1 * 64 + (size_t)__builtin_ctzll(q->bits1[w1]));
-        struct tok_bucket *b = &q->b[r];
-        *rank = r;
-        *pos = b->pos[0];
-        uint32_t last = b->pos[--b->n];
-        if (b->n)
-            bucket_sift_down(b->pos, b->n, 0, last);
-        else
-            bq_clear_bit(q, r);
-        q->entries--;
-        return true;
-    }
-    return false;
-}
-
-/* Drops the stale entries of every bucket (as heap_compact). */
-static void bq_compact(const tok_bpe *bpe, tok_bpe_scratch *s, bucket_queue *q, size_t ns) {
-    q->entries = 0;
-    for (size_t w2 = 0; w2 < q->n_bits2; w2++) {
-        uint64_t m2 = q->bits2[w2];
-        while (m2) {
-            size_t w1 = w2 * 64 + (size_t)__builtin_ctzll(m2);
-            m2 &= m2 - 1;
-            uint64_t m1 = q->bits1[w1];
-            while (m1) {
-                uint32_t r = (uint32_t)(w1 * 64 + (size_t)__builtin_ctzll(m1));
-                m1 &= m1 - 1;
-                struct tok_bucket *b = &q->b[r];
-                uint32_t k = 0, rank;
-                int32_t id;
-                for (uint32_t i = 0; i < b->n; i++) {
-                    uint32_t pos = b->pos[i];
-                    size_t next = pos + (size_t)s->span[pos];
-                    if (s->span[pos] && next < ns &&
-                        merges_get(&bpe->merges, s->sym_id[pos], s->sym_id[next], &rank, &id) &&
-                        rank == r)
-                        b->pos[k++] = pos;
-                }
-                b->n = k;
-                for (uint32_t i = k / 2 + 1; i-- > 0;)
-                    if (i < k) bucket_sift_down(b->pos, k, i, b->pos[i]);
-                if (!k) bq_clear_bit(q, r);
-                q->entries += k;
-            }
-        }
-    }
-}
-
-static lmc_status bq_init(const tok_bpe *bpe, tok_bpe_scratch *s, bucket_queue *q) {
-    size_t n = (size_t)bpe->merges.max_rank + 1;
-    size_t n1 = (n + 63) / 64, n2 = (n1 + 63) / 64;
-    if (s->n_buckets < n) {
-        for (size_t i = 0; i < s->n_buckets; i++) free(s->buckets[i].pos);
-        free(s->buckets);
-        free(s->bits1);
-        free(s->bits2);
-        s->n_buckets = 0;
-        s->buckets = calloc(n, sizeof *s->buckets);
-        s->bits1 = calloc(n1, sizeof *s->bits1);
-        s->bits2 = calloc(n2, sizeof *s->bits2);
-        if (!s->buckets || !s->bits1 || !s->bits2)
-            return lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
-        s->n_buckets = n;
-    }
-    for (size_t i = 0; i < n; i++) s->buckets[i].n = 0;
-    memset(s->bits1, 0, n1 * sizeof *s->bits1);
-    memset(s->bits2, 0, n2 * sizeof *s->bits2);
-    *q = (bucket_queue){s->buckets, s->bits1, s->bits2, n2, 0};
-    return LMC_OK;
-}
-
-/* merge_all's order (the lowest rank, then the leftmost) from the rank
- * buckets: a pop finds the first non-empty bucket through the bitmaps and
- * takes its leftmost position, so the work per merge does not grow with the
- * word's length (the heap's does, and misses the cache on long words). */
-static lmc_status merge_all_buckets(const tok_bpe *bpe, tok_bpe_scratch *s, size_t ns) {
-    bucket_queue q;
-    lmc_status st = bq_init(bpe, s, &q);
-    if (st != LMC_OK) return st;
-    int32_t *id = s->sym_id;
-    uint16_t *span = s->span, *prev = s->prev;
-    size_t limit = ns + ns / 4 + 16;
-    uint32_t rank, pos;
-    int32_t nid;
-    bool ok = true;
-    for (size_t i = 0; i < ns; i++) span[i] = prev[i] = 1;
-    for (size_t i = 0; i + 1 < ns && ok; i++)
-        if (merges_get(&bpe->merges, id[i], id[i + 1], &rank, &nid))
-            ok = bq_push(&q, rank, (uint32_t)i);
-    while (ok && bq_pop(&q, &rank, &pos)) {
-        uint32_t r;
-        size_t right = pos + (size_t)span[pos];
-        if (!span[pos] || right >= ns || !merges_get(&bpe->merges, id[pos], id[right], &r, &nid) ||
-            r != rank)
-            continue;
-        size_t merged = (size_t)span[pos] + span[right];
-        if (merged > UINT16_MAX)
-            return lmc_error(LMC_ERR_LIMIT, "BPE: a token of more than %d symbols", UINT16_MAX);
-        id[pos] = nid;
-        span[right] = 0;
-        span[pos] = (uint16_t)merged;
-        size_t next = pos + merged;
-        if (next < ns) prev[next] = (uint16_t)merged;
-        if (q.entries + 2 > limit) bq_compact(bpe, s, &q, ns);
-        if (pos > 0) {
-            size_t left = pos - prev[pos];
-            if (merges_get(&bpe->merges, id[left], id[pos], &r, &nid))
-                ok = bq_push(&q, r, (uint32_t)left);
-        }
-        if (ok && next < ns && merges_get(&bpe->merges, id[pos], id[next], &r, &nid))
-            ok = bq_push(&q, r, pos);
-    }
-    return ok ? LMC_OK : lmc_error(LMC_ERR_NOMEM, "BPE: out of memory");
 }
 
 #define CACHE_MAX_WORD 256
@@ -774,8 +574,8 @@ static lmc_status encode_segment(const tok_bpe *bpe, const char *w, size_t n, to
     if ((st = split_chars(bpe, w, n, s, &ns)) != LMC_OK) return st;
     if ((st = merge_all(bpe, s, ns)) != LMC_OK) return st;
     size_t first = *n_ids;
-    for (size_t i = 0; i<ns; i += ns> 1 ? s->span[i] : 1)
-        if ((st = push_id(ids, n_ids, cap_ids, s->sym_id[i])) != LMC_OK) return st;
+    for (size_t i = 0; i<ns; i += ns> 1 ? s->sym[i].span : 1)
+        if ((st = push_id(ids, n_ids, cap_ids, s->sym[i].id)) != LMC_OK) return st;
     if (cacheable && s->cache.n < CACHE_MAX_ENTRIES && s->cache_ids_len < INT32_MAX / 2) {
         size_t k = *n_ids - first;
         if (s->cache_ids_len + k + 1 > s->cache_ids_cap) {

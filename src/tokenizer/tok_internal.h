@@ -175,6 +175,34 @@ typedef struct tok_merge_map {
     uint32_t max_rank; /* the largest rank put */
 } tok_merge_map;
 
+static inline uint64_t tok_pair_key(int32_t a, int32_t b) {
+    return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+}
+
+static inline size_t tok_pair_hash(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return (size_t)k;
+}
+
+/* The rank and result of merging (a, b); false when the pair has no merge. */
+static inline bool tok_merges_get(const tok_merge_map *m, int32_t a, int32_t b, uint32_t *rank,
+                                  int32_t *id) {
+    uint64_t k = tok_pair_key(a, b);
+    size_t mask = m->nslots - 1, j = tok_pair_hash(k) & mask;
+    for (;;) {
+        const struct tok_merge_slot *x = &m->slots[j];
+        if (x->key == k) {
+            *rank = x->rank;
+            *id = x->new_id;
+            return true;
+        }
+        if (x->key == UINT64_MAX) return false;
+        j = (j + 1) & mask;
+    }
+}
+
 typedef struct tok_bpe {
     tok_strtab vocab;
     tok_merge_map merges;
@@ -201,13 +229,18 @@ lmc_status tok_bpe_load(tok_bpe *bpe, const json_t *model, const tok_model_json 
 void tok_bpe_free(tok_bpe *bpe);
 
 /* Scratch of one encode call (not shared between threads). */
+typedef struct tok_sym {
+    int32_t id;
+    uint16_t span, prev;
+} tok_sym;
+
 typedef struct tok_bpe_scratch {
-    /* The symbols of the word being merged, 8 bytes each: a live symbol at i
-     * spans the initial symbols [i, i + span[i]) (its right neighbour is at
-     * i + span[i]) and prev[i] is the span of its left neighbour. */
-    int32_t *sym_id;
-    uint16_t *span, *prev;
-    size_t sym_cap, span_cap;
+    /* The symbols of the word being merged, 8 bytes each, in one array so
+     * that a merge at a random position misses the cache once: a live
+     * symbol at i spans the initial symbols [i, i + span) (its right
+     * neighbour is at i + span) and prev is the span of its left neighbour. */
+    tok_sym *sym;
+    size_t sym_cap;
     /* Pending merges as rank << 32 | position, in an 8-ary min-heap. */
     uint64_t *heap;
     size_t heap_cap;
@@ -230,6 +263,9 @@ void tok_bpe_scratch_free(tok_bpe_scratch *s);
 /* Words of at least this many symbols merge through the rank buckets
  * instead of the heap (both give HF's order; tests lower it). */
 extern size_t tok_bpe_bucket_threshold;
+/* merge_all over the ns symbols in s->sym (their ids set) for a word of at
+ * least tok_bpe_bucket_threshold symbols (bpe_buckets.c). */
+lmc_status tok_bpe_merge_buckets(const tok_bpe *bpe, tok_bpe_scratch *s, size_t ns);
 /* Appends the ids of one pre-tokenized word to *ids. */
 lmc_status tok_bpe_encode_word(const tok_bpe *bpe, const char *w, size_t n, tok_bpe_scratch *s,
                                int32_t **ids, size_t *n_ids, size_t *cap_ids);

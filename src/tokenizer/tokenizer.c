@@ -172,7 +172,12 @@ static lmc_status encode_pieces(const lmc_tokenizer *tok, const char *text, size
         }
         if (st != LMC_OK) return st;
     }
+    /* Each list holds a copy of the text: give back the ones done with
+     * before the merges of a long input need their memory. */
+    tok_list_free(&x->a);
+    tok_buf_free(&x->norm);
     if ((st = tok_pretokenize(tok->pretok, &x->b, &x->c, x->md)) != LMC_OK) return st;
+    tok_list_free(&x->c);
     for (size_t i = 0; i < x->b.n; i++) {
         const tok_span *sp = &x->b.v[i];
         if (sp->id >= 0) {
