@@ -47,20 +47,15 @@ fuzz:
 
 # Every fuzz target (fuzz/fuzz_NAME.c) runs FUZZ_TIME seconds from its
 # committed seeds (fuzz/seeds/NAME); fuzz-run keeps what it finds in
-# fuzz-corpus/ (git-ignored), e.g. make fuzz-run FUZZ_TIME=1800; fuzz-smoke
-# (CI) starts from the seeds alone, 60 s each.
+# fuzz-corpus/ (git-ignored), e.g. make fuzz-run FUZZ_TIME=1800 FUZZ_PAR=2
+# (FUZZ_PAR targets at a time, fuzz/run.sh); fuzz-smoke (CI) starts from the
+# seeds alone, 60 s each.
 FUZZ_TIME ?= 60
 FUZZ_TARGETS = $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 FUZZ_FLAGS = -timeout=20 -rss_limit_mb=2048 -print_final_stats=1
+FUZZ_PAR ?= 1
 fuzz-run: fuzz
-	@for t in $(FUZZ_TARGETS); do \
-	  mkdir -p fuzz-corpus/$$t fuzz/seeds/$$t && \
-	  echo "== fuzz_$$t: $(FUZZ_TIME) s" && \
-	  build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME) $(FUZZ_FLAGS) \
-	    -max_len=$$(case $$t in tokenizer_load) echo 400000;; template) echo 65536;; *) echo 8192;; esac) \
-	    $$( [ -f fuzz/$$t.dict ] && echo -dict=fuzz/$$t.dict ) \
-	    fuzz-corpus/$$t fuzz/seeds/$$t 2>&1 | tail -n 12 || exit 1; \
-	done
+	@printf '%s\n' $(FUZZ_TARGETS) | xargs -P $(FUZZ_PAR) -I{} fuzz/run.sh {} $(FUZZ_TIME)
 fuzz-smoke: fuzz
 	@for t in $(FUZZ_TARGETS); do \
 	  n=$$(ls fuzz/seeds/$$t 2>/dev/null | wc -l); \
