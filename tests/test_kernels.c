@@ -124,12 +124,101 @@ static void test_rmsnorm_and_softmax(void **state) {
     assert_float_equal(s[1], 1 / z, 1e-6);
 }
 
+/* Attention's inner loops on every path the CPU has (the others are named
+ * as skipped) against double-precision references: head sizes that are and
+ * are not multiples of the vector widths, groups of 1-9 queries, runs of
+ * keys around the 8- and 16-key blocks, exp over wide ranges. */
+static void test_attn_kernels(void **state) {
+    (void)state;
+    const lmc_attn_kernels *paths[3] = {lmc_attn_kernels_generic(), lmc_attn_kernels_avx2(),
+                                        lmc_attn_kernels_avx512()};
+    const char *names[3] = {"generic", "avx2", "avx512"};
+    const int64_t hds[] = {8, 16, 24, 40, 48, 64, 72, 80, 96, 128, 256};
+    const int64_t ms[] = {1, 5, 8, 15, 16, 17, 33, 100};
+    enum { MAXG = 9, MAXM = 100, MAXHD = 256 };
+    float *q = malloc(sizeof(float) * MAXG * MAXHD), *kv = malloc(sizeof(float) * MAXM * MAXHD);
+    float *s = malloc(sizeof(float) * MAXG * (MAXM + 3)), *o = malloc(sizeof(float) * MAXG * MAXHD);
+    float *x = malloc(sizeof(float) * 3000);
+    assert_true(q && kv && s && o && x);
+    for (int p = 0; p < 3; p++) {
+        const lmc_attn_kernels *k = paths[p];
+        if (!k) {
+            print_message("attention kernels: %s not supported here, skipped\n", names[p]);
+            continue;
+        }
+        for (size_t h = 0; h < sizeof hds / sizeof *hds; h++)
+            for (int64_t g = 1; g <= MAXG; g++)
+                for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
+                    int64_t hd = hds[h], m = ms[mi], lds = m + 3;
+                    for (int64_t i = 0; i < g * hd; i++) q[i] = frand();
+                    for (int64_t i = 0; i < m * hd; i++) kv[i] = frand();
+                    k->scores(q, g, hd, kv, m, s, lds);
+                    for (int64_t gg = 0; gg < g; gg++)
+                        for (int64_t i = 0; i < m; i++) {
+                            double ref = 0, mag = 0;
+                            for (int64_t d = 0; d < hd; d++) {
+                                ref += (double)q[gg * hd + d] * kv[i * hd + d];
+                                mag += fabs((double)q[gg * hd + d] * kv[i * hd + d]);
+                            }
+                            if (fabs(s[gg * lds + i] - ref) > 1e-5 * mag + 1e-6)
+                                fail_msg("%s scores hd %lld g %lld m %lld: %g vs %g", k->name,
+                                         (long long)hd, (long long)gg, (long long)m,
+                                         s[gg * lds + i], ref);
+                        }
+                    for (int64_t i = 0; i < g * lds; i++) s[i] = frand();
+                    for (int64_t i = 0; i < g * hd; i++) o[i] = q[i];
+                    k->values(s, lds, g, kv, m, hd, o);
+                    for (int64_t gg = 0; gg < g; gg++)
+                        for (int64_t d = 0; d < hd; d++) {
+                            double ref = q[gg * hd + d], mag = fabs(ref);
+                            for (int64_t i = 0; i < m; i++) {
+                                ref += (double)s[gg * lds + i] * kv[i * hd + d];
+                                mag += fabs((double)s[gg * lds + i] * kv[i * hd + d]);
+                            }
+                            if (fabs(o[gg * hd + d] - ref) > 1e-5 * mag + 1e-6)
+                                fail_msg("%s values hd %lld g %lld m %lld: %g vs %g", k->name,
+                                         (long long)hd, (long long)gg, (long long)m, o[gg * hd + d],
+                                         ref);
+                        }
+                }
+        const int64_t ns[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 100, 2049};
+        const float spreads[] = {1, 30, 200};
+        for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+            for (int sp = 0; sp < 3; sp++) {
+                int64_t n = ns[ni];
+                double ref[2049], mx = -INFINITY, sum = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    x[i] = frand() * spreads[sp] + 3;
+                    mx = x[i] > mx ? x[i] : mx;
+                }
+                /* from the float difference the kernels take the exp of */
+                for (int64_t i = 0; i < n; i++) sum += ref[i] = exp((double)(x[i] - (float)mx));
+                float got = k->exp_sum(x, n);
+                if (fabs(got - sum) > 1e-6 * sum)
+                    fail_msg("%s exp_sum n %lld: sum %g vs %g", k->name, (long long)n, got, sum);
+                for (int64_t i = 0; i < n; i++)
+                    if (fabs(x[i] - ref[i]) > 4e-7 * ref[i] + 1e-37)
+                        fail_msg("%s exp n %lld [%lld]: %g vs %g", k->name, (long long)n,
+                                 (long long)i, x[i], ref[i]);
+            }
+        /* NaN stays NaN */
+        x[0] = 0, x[1] = NAN;
+        for (int i = 2; i < 20; i++) x[i] = -1;
+        k->exp_sum(x, 20);
+        assert_true(isnan(x[1]) || isnan(x[0]));
+    }
+    free(q);
+    free(kv);
+    free(s);
+    free(o);
+    free(x);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_f16_roundtrip_all),
-        cmocka_unit_test(test_bf16_rounding),
-        cmocka_unit_test(test_matmul_all_dtypes),
-        cmocka_unit_test(test_rmsnorm_and_softmax),
+        cmocka_unit_test(test_f16_roundtrip_all), cmocka_unit_test(test_bf16_rounding),
+        cmocka_unit_test(test_matmul_all_dtypes), cmocka_unit_test(test_rmsnorm_and_softmax),
+        cmocka_unit_test(test_attn_kernels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

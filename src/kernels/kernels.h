@@ -65,4 +65,27 @@ void lmc_rmsnorm(const float *x, const lmc_tensor *w, float weight_offset, float
 /* In-place numerically stable softmax of n values. */
 void lmc_softmax(float *x, int64_t n);
 
+/* Attention's inner loops (attn.c; AVX2 and AVX-512 versions chosen with
+ * the CPU, as lmc_kernels, LMC_NO_SIMD=1 forcing generic C and
+ * LMC_NO_AVX512=1 AVX2). Rows of keys and values are hd floats apart. */
+typedef struct lmc_attn_kernels {
+    const char *name;
+    /* s[g * lds + i] = dot(q + g * hd, keys + i * hd) for g < group, i < m */
+    void (*scores)(const float *q, int64_t group, int64_t hd, const float *keys, int64_t m,
+                   float *s, int64_t lds);
+    /* x[i] = exp(x[i] - max(x)) for i < n (n >= 1); returns their sum */
+    float (*exp_sum)(float *x, int64_t n);
+    /* o[g * hd + d] += sum_i p[g * lds + i] * vals[i * hd + d] for g < group */
+    void (*values)(const float *p, int64_t lds, int64_t group, const float *vals, int64_t m,
+                   int64_t hd, float *o);
+} lmc_attn_kernels;
+
+const lmc_attn_kernels *lmc_attn_kernels_get(void);
+const lmc_attn_kernels *lmc_attn_kernels_generic(void);
+const lmc_attn_kernels *lmc_attn_kernels_avx2(void);   /* NULL when unsupported */
+const lmc_attn_kernels *lmc_attn_kernels_avx512(void); /* NULL when unsupported */
+/* Replaces the active table (tests compare paths); NULL restores the
+ * CPU's choice. */
+void lmc_attn_kernels_use(const lmc_attn_kernels *table);
+
 #endif

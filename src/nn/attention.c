@@ -18,14 +18,36 @@ typedef struct attn_job {
     atomic_bool failed; /* a worker could not get its score buffer */
 } attn_job;
 
+/* The slots of the keys an item sees, as at most three runs of consecutive
+ * slots: the sinks [0, sinks), then the ring from lo's slot to the end of
+ * the buffer, then from `keep` on after it wraps. */
+typedef struct slot_runs {
+    int64_t first[3], count[3];
+    int n;
+} slot_runs;
+
+static slot_runs runs_of(const lmc_kv_layer *L, int64_t sinks, int64_t lo, int64_t n) {
+    slot_runs r = {{0}, {0}, 0};
+    if (sinks) r.first[r.n] = 0, r.count[r.n++] = sinks;
+    int64_t rest = n - sinks, slot = lmc_kv_slot(L, lo);
+    while (rest > 0) {
+        int64_t m = L->capacity - slot < rest ? L->capacity - slot : rest;
+        r.first[r.n] = slot, r.count[r.n++] = m;
+        rest -= m;
+        slot = L->keep;
+    }
+    return r;
+}
+
 /* One item: token t and KV head kvh with its `group` query heads together,
- * so each key and value row is read once for all of them (dot4_f32 takes a
- * key against four queries). */
+ * so each block of key and value rows is read once for all of them
+ * (lmc_attn_kernels: scores, exp_sum, values). The queries are scaled
+ * first. */
 static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
     attn_job *j = ctx;
     (void)worker;
     const lmc_attention_params *p = j->p;
-    const lmc_kernel_table *k = lmc_kernels();
+    const lmc_attn_kernels *k = lmc_attn_kernels_get();
     const lmc_kv_layer *L = &j->c->layers[j->layer];
     int64_t hd = p->head_dim, group = p->n_heads / p->n_kv_heads, cap = L->capacity;
     for (int64_t idx = b; idx < e; idx++) {
@@ -38,44 +60,32 @@ static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
         int64_t last = pos; /* the last key seen */
         if (p->prefix > pos + 1 && window <= 0 && !L->keep) last = p->prefix - 1;
         int64_t n = sinks + last - lo + 1;
-        /* scores [group][n] */
-        float *s = lmc_thread_scratch(LMC_SCRATCH_ATTENTION, (size_t)(n * group) * sizeof(float));
+        /* scores [group][n], then the scaled queries [group][hd] */
+        float *s = lmc_thread_scratch(LMC_SCRATCH_ATTENTION,
+                                      (size_t)(n * group + group * hd) * sizeof(float));
         if (!s) {
             atomic_store(&j->failed, true);
             return;
         }
         const float *qv = j->q + (t * p->n_heads + kvh * group) * hd; /* [group][hd] */
+        float *qs = s + n * group;
+        for (int64_t i = 0; i < group * hd; i++) qs[i] = qv[i] * p->scale;
         const float *keys = L->k + kvh * cap * hd;
         const float *vals = L->v + kvh * cap * hd;
-        /* slots: the sinks, then the ring from lo's slot, wrapping to keep */
-        int64_t first = lmc_kv_slot(L, lo);
-        for (int64_t i = 0, slot = 0; i < n; i++) {
-            slot = i < sinks ? i : i == sinks ? first : slot + 1 == cap ? L->keep : slot + 1;
-            const float *key = keys + slot * hd;
-            int64_t g = 0;
-            for (; g + 4 <= group; g += 4) {
-                float d4[4];
-                k->dot4_f32(key, qv + g * hd, hd, hd, d4);
-                for (int m = 0; m < 4; m++) s[(g + m) * n + i] = d4[m];
-            }
-            for (; g < group; g++) s[g * n + i] = k->dot_f32(qv + g * hd, key, hd);
-        }
-        for (int64_t g = 0; g < group; g++) {
-            float *sg = s + g * n;
-            for (int64_t i = 0; i < n; i++) {
-                float x = sg[i] * p->scale;
-                if (p->softcap > 0) x = tanhf(x / p->softcap) * p->softcap;
-                sg[i] = x;
-            }
-            lmc_softmax(sg, n);
-        }
+        slot_runs r = runs_of(L, sinks, lo, n);
+        for (int64_t ri = 0, at = 0; ri < r.n; at += r.count[ri++])
+            k->scores(qs, group, hd, keys + r.first[ri] * hd, r.count[ri], s + at, n);
         float *o = j->out + (t * p->n_heads + kvh * group) * hd; /* [group][hd] */
         memset(o, 0, (size_t)(group * hd) * sizeof(float));
-        for (int64_t i = 0, slot = 0; i < n; i++) {
-            slot = i < sinks ? i : i == sinks ? first : slot + 1 == cap ? L->keep : slot + 1;
-            const float *v = vals + slot * hd;
-            for (int64_t g = 0; g < group; g++) k->axpy(s[g * n + i], v, o + g * hd, hd);
+        for (int64_t g = 0; g < group; g++) {
+            float *sg = s + g * n;
+            if (p->softcap > 0)
+                for (int64_t i = 0; i < n; i++) sg[i] = tanhf(sg[i] / p->softcap) * p->softcap;
+            float inv = 1.0f / k->exp_sum(sg, n);
+            for (int64_t i = 0; i < n; i++) sg[i] *= inv;
         }
+        for (int64_t ri = 0, at = 0; ri < r.n; at += r.count[ri++])
+            k->values(s + at, n, group, vals + r.first[ri] * hd, r.count[ri], hd, o);
     }
 }
 

@@ -1,0 +1,185 @@
+/* Attention's inner loops in AVX2 + FMA (head_dim a multiple of 8; others go
+ * to the generic C), as attn_avx512.c with 8 lanes: scores for 8 keys
+ * against one query summed across lanes together (reduce8), values in tiles
+ * of up to 4 queries x 16 columns, exp with the same polynomial and 2^n
+ * built in the exponent bits. Called only when the CPU has AVX2, FMA and
+ * F16C. */
+#include "kernels/kernels.h"
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+/* Sums of the 8 vectors v[0..7], in order, as one vector. */
+static inline __m256 reduce8(const __m256 *v) {
+    __m256 u[4], w[2];
+#pragma GCC unroll 8
+    for (int k = 0; k < 4; k++)
+        u[k] = _mm256_add_ps(_mm256_unpacklo_ps(v[2 * k], v[2 * k + 1]),
+                             _mm256_unpackhi_ps(v[2 * k], v[2 * k + 1]));
+#pragma GCC unroll 8
+    for (int k = 0; k < 2; k++) {
+        __m256d a = _mm256_castps_pd(u[2 * k]), b = _mm256_castps_pd(u[2 * k + 1]);
+        w[k] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)),
+                             _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
+    }
+    /* w[k], per 128-bit lane: the lane's sums of v[4k .. 4k+3] */
+    return _mm256_add_ps(_mm256_permute2f128_ps(w[0], w[1], 0x20),
+                         _mm256_permute2f128_ps(w[0], w[1], 0x31));
+}
+
+static inline float hsum8(__m256 v) {
+    __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+    return _mm_cvtss_f32(lo);
+}
+
+static void scores(const float *q, int64_t group, int64_t hd, const float *keys, int64_t m,
+                   float *s, int64_t lds) {
+    if (hd % 8) {
+        lmc_attn_kernels_generic()->scores(q, group, hd, keys, m, s, lds);
+        return;
+    }
+    int64_t i = 0;
+    for (; i + 8 <= m; i += 8) {
+        const float *kb = keys + i * hd;
+        for (int64_t g = 0; g < group; g++) {
+            const float *qg = q + g * hd;
+            __m256 acc[8];
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
+            for (int64_t d = 0; d < hd; d += 8) {
+                __m256 qv = _mm256_loadu_ps(qg + d);
+#pragma GCC unroll 8
+                for (int j = 0; j < 8; j++)
+                    acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(kb + j * hd + d), qv, acc[j]);
+            }
+            _mm256_storeu_ps(s + g * lds + i, reduce8(acc));
+        }
+    }
+    for (; i < m; i++) {
+        const float *k = keys + i * hd;
+        for (int64_t g = 0; g < group; g++) {
+            const float *qg = q + g * hd;
+            __m256 acc = _mm256_setzero_ps();
+            for (int64_t d = 0; d < hd; d += 8)
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(k + d), _mm256_loadu_ps(qg + d), acc);
+            s[g * lds + i] = hsum8(acc);
+        }
+    }
+}
+
+static inline __m256 exp8(__m256 x) {
+    /* min and max return their second operand when one is NaN: NaN stays
+     * NaN; the clamp keeps n in [-127, 128) for the exponent bits */
+    x = _mm256_max_ps(_mm256_set1_ps(-87.3365447505531f),
+                      _mm256_min_ps(_mm256_set1_ps(88.3762626647949f), x));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+static float exp_sum(float *x, int64_t n) {
+    __m256 mx = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(x + i));
+    float m = -INFINITY;
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float hm = _mm_cvtss_f32(h);
+    m = hm > m ? hm : m;
+    __m256 mv = _mm256_set1_ps(m), sum = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+        _mm256_storeu_ps(x + i, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    if (i < n) {
+        float t[8] = {0};
+        for (int64_t k = i; k < n; k++) t[k - i] = x[k] - m;
+        __m256 e = exp8(_mm256_loadu_ps(t));
+        _mm256_storeu_ps(t, e);
+        for (int64_t k = i; k < n; k++) x[k] = t[k - i];
+        /* lanes past n hold exp(0) = 1: only the first n - i count */
+        for (int64_t k = n - i; k < 8; k++) t[k] = 0;
+        sum = _mm256_add_ps(sum, _mm256_loadu_ps(t));
+    }
+    return hsum8(sum);
+}
+
+/* o[g][0 .. 8 * DN) += sum_i p[g][i] v[i][0 .. 8 * DN) for g < G, in
+ * registers; G and DN are constants at each call. */
+static inline __attribute__((always_inline)) void values_tile(const float *p, int64_t lds,
+                                                              const float *vals, int64_t m,
+                                                              int64_t hd, float *o, const int G,
+                                                              const int DN) {
+    __m256 acc[4][2], v[2];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
+        for (int d = 0; d < DN; d++) acc[g][d] = _mm256_loadu_ps(o + g * hd + 8 * d);
+    for (int64_t i = 0; i < m; i++) {
+        const float *row = vals + i * hd;
+#pragma GCC unroll 4
+        for (int d = 0; d < DN; d++) v[d] = _mm256_loadu_ps(row + 8 * d);
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++) {
+            __m256 a = _mm256_broadcast_ss(p + g * lds + i);
+#pragma GCC unroll 4
+            for (int d = 0; d < DN; d++) acc[g][d] = _mm256_fmadd_ps(a, v[d], acc[g][d]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
+        for (int d = 0; d < DN; d++) _mm256_storeu_ps(o + g * hd + 8 * d, acc[g][d]);
+}
+
+#define TILE(G, DN)                                                                                \
+    case (G)*4 + (DN):                                                                             \
+        values_tile(pp, lds, vals + d0, m, hd, oo, G, DN);                                         \
+        break;
+
+static void values(const float *p, int64_t lds, int64_t group, const float *vals, int64_t m,
+                   int64_t hd, float *o) {
+    if (hd % 8) {
+        lmc_attn_kernels_generic()->values(p, lds, group, vals, m, hd, o);
+        return;
+    }
+    for (int64_t g0 = 0; g0 < group; g0 += 4) {
+        int G = group - g0 < 4 ? (int)(group - g0) : 4;
+        for (int64_t d0 = 0; d0 < hd; d0 += 16) {
+            int DN = hd - d0 < 16 ? 1 : 2;
+            const float *pp = p + g0 * lds;
+            float *oo = o + g0 * hd + d0;
+            switch (G * 4 + DN) {
+                TILE(1, 1)
+                TILE(1, 2) TILE(2, 1) TILE(2, 2) TILE(3, 1) TILE(3, 2) TILE(4, 1) TILE(4, 2)
+            }
+        }
+    }
+}
+
+static const lmc_attn_kernels avx2_table = {"avx2", scores, exp_sum, values};
+
+const lmc_attn_kernels *lmc_attn_kernels_avx2(void) {
+    return lmc_cpu_has_avx2_fma_f16c() ? &avx2_table : NULL;
+}
+#else
+const lmc_attn_kernels *lmc_attn_kernels_avx2(void) {
+    return NULL;
+}
+#endif

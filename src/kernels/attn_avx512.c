@@ -1,0 +1,174 @@
+/* Attention's inner loops in AVX-512 (head_dim a multiple of 16; others go
+ * to the generic C). Scores: 16 keys against one query in 16 accumulators,
+ * summed across lanes together by a 4-step transpose (reduce16), so no
+ * horizontal sum per key; the block of keys stays in L1 for the group's
+ * other queries. Values: up to 4 queries x 64 columns of the output in 16
+ * registers over all keys. exp: Cephes' expf polynomial after range
+ * reduction by ln 2, scaled by 2^n with vscalefps (within 2 ulp). Called
+ * only when lmc_cpu_has_avx512(). */
+#include "kernels/kernels.h"
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#include <immintrin.h>
+
+/* Sums of the 16 vectors v[0..15], in order, as one vector. */
+static inline __m512 reduce16(const __m512 *v) {
+    __m512 u[8], w[4], x[2];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++)
+        u[k] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * k], v[2 * k + 1]),
+                             _mm512_unpackhi_ps(v[2 * k], v[2 * k + 1]));
+/* per 128-bit lane: [v0 02, v1 02, v0 13, v1 13] */
+#pragma GCC unroll 8
+    for (int k = 0; k < 4; k++) {
+        __m512d a = _mm512_castps_pd(u[2 * k]), b = _mm512_castps_pd(u[2 * k + 1]);
+        w[k] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    }
+/* w[k], per lane: the lane's sums of v[4k .. 4k+3] */
+#pragma GCC unroll 8
+    for (int k = 0; k < 2; k++)
+        x[k] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * k], w[2 * k + 1], 0x88),
+                             _mm512_shuffle_f32x4(w[2 * k], w[2 * k + 1], 0xDD));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(x[0], x[1], 0x88),
+                         _mm512_shuffle_f32x4(x[0], x[1], 0xDD));
+}
+
+static void scores(const float *q, int64_t group, int64_t hd, const float *keys, int64_t m,
+                   float *s, int64_t lds) {
+    if (hd % 16) {
+        lmc_attn_kernels_generic()->scores(q, group, hd, keys, m, s, lds);
+        return;
+    }
+    int64_t i = 0;
+    for (; i + 16 <= m; i += 16) {
+        const float *kb = keys + i * hd;
+        for (int64_t g = 0; g < group; g++) {
+            const float *qg = q + g * hd;
+            __m512 acc[16];
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
+            for (int64_t d = 0; d < hd; d += 16) {
+                __m512 qv = _mm512_loadu_ps(qg + d);
+#pragma GCC unroll 16
+                for (int j = 0; j < 16; j++)
+                    acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(kb + j * hd + d), qv, acc[j]);
+            }
+            _mm512_storeu_ps(s + g * lds + i, reduce16(acc));
+        }
+    }
+    for (; i < m; i++) {
+        const float *k = keys + i * hd;
+        for (int64_t g = 0; g < group; g++) {
+            const float *qg = q + g * hd;
+            __m512 acc = _mm512_setzero_ps();
+            for (int64_t d = 0; d < hd; d += 16)
+                acc = _mm512_fmadd_ps(_mm512_loadu_ps(k + d), _mm512_loadu_ps(qg + d), acc);
+            s[g * lds + i] = _mm512_reduce_add_ps(acc);
+        }
+    }
+}
+
+static inline __m512 exp16(__m512 x) {
+    /* min and max return their second operand when one is NaN: NaN stays */
+    x = _mm512_max_ps(_mm512_set1_ps(-88.3762626647949f),
+                      _mm512_min_ps(_mm512_set1_ps(88.3762626647949f), x));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+static float exp_sum(float *x, int64_t n) {
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(x + i));
+    __mmask16 tail = (__mmask16)((1u << (n - i)) - 1);
+    mx = _mm512_mask_max_ps(mx, tail, mx, _mm512_maskz_loadu_ps(tail, x + i));
+    __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx)), sum = _mm512_setzero_ps();
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
+        _mm512_storeu_ps(x + i, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    if (tail) {
+        __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + i), m));
+        _mm512_mask_storeu_ps(x + i, tail, e);
+        sum = _mm512_mask_add_ps(sum, tail, sum, e);
+    }
+    return _mm512_reduce_add_ps(sum);
+}
+
+/* o[g][0 .. 16 * DN) += sum_i p[g][i] v[i][0 .. 16 * DN) for g < G, in
+ * registers; G and DN are constants at each call. */
+static inline __attribute__((always_inline)) void values_tile(const float *p, int64_t lds,
+                                                              const float *vals, int64_t m,
+                                                              int64_t hd, float *o, const int G,
+                                                              const int DN) {
+    __m512 acc[4][4], v[4];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
+        for (int d = 0; d < DN; d++) acc[g][d] = _mm512_loadu_ps(o + g * hd + 16 * d);
+    for (int64_t i = 0; i < m; i++) {
+        const float *row = vals + i * hd;
+#pragma GCC unroll 4
+        for (int d = 0; d < DN; d++) v[d] = _mm512_loadu_ps(row + 16 * d);
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++) {
+            __m512 a = _mm512_set1_ps(p[g * lds + i]);
+#pragma GCC unroll 4
+            for (int d = 0; d < DN; d++) acc[g][d] = _mm512_fmadd_ps(a, v[d], acc[g][d]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
+        for (int d = 0; d < DN; d++) _mm512_storeu_ps(o + g * hd + 16 * d, acc[g][d]);
+}
+
+#define TILE(G, DN)                                                                                \
+    case (G)*8 + (DN):                                                                             \
+        values_tile(pp, lds, vals + d0, m, hd, oo, G, DN);                                         \
+        break;
+
+static void values(const float *p, int64_t lds, int64_t group, const float *vals, int64_t m,
+                   int64_t hd, float *o) {
+    if (hd % 16) {
+        lmc_attn_kernels_generic()->values(p, lds, group, vals, m, hd, o);
+        return;
+    }
+    for (int64_t g0 = 0; g0 < group; g0 += 4) {
+        int G = group - g0 < 4 ? (int)(group - g0) : 4;
+        for (int64_t d0 = 0; d0 < hd; d0 += 64) {
+            int DN = hd - d0 < 64 ? (int)((hd - d0) / 16) : 4;
+            const float *pp = p + g0 * lds;
+            float *oo = o + g0 * hd + d0;
+            switch (G * 8 + DN) {
+                TILE(1, 1)
+                TILE(1, 2)
+                TILE(1, 3) TILE(1, 4) TILE(2, 1) TILE(2, 2) TILE(2, 3) TILE(2, 4) TILE(3, 1)
+                    TILE(3, 2) TILE(3, 3) TILE(3, 4) TILE(4, 1) TILE(4, 2) TILE(4, 3) TILE(4, 4)
+            }
+        }
+    }
+}
+
+static const lmc_attn_kernels avx512_table = {"avx512", scores, exp_sum, values};
+
+const lmc_attn_kernels *lmc_attn_kernels_avx512(void) {
+    return lmc_cpu_has_avx512() ? &avx512_table : NULL;
+}
+#else
+const lmc_attn_kernels *lmc_attn_kernels_avx512(void) {
+    return NULL;
+}
+#endif
