@@ -8,6 +8,8 @@
  * is 8 MiB, so "cold" cycles through enough layers (> 96 MiB) that every
  * call streams from DRAM, as decode does over 16 layers.
  *
+ * LMC_KV_F16=1 benchmarks an f16 cache.
+ *
  * usage: bench_attention [N (default 2048)] [heads kv_heads head_dim]
  *        [seconds (default 1)] [calls (0 = by time; a fixed count for
  *        callgrind)] */
@@ -40,7 +42,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_attention [N] [heads kv_heads head_dim] [seconds] [calls]\n");
         return 2;
     }
-    double layer_bytes = 2.0 * (double)(KV * N * hd) * sizeof(float);
+    /* f16 with LMC_KV_F16=1 */
+    double layer_bytes = 2.0 * (double)(KV * N * hd) * (lmc_get_kv_f16() ? 2 : 4);
     int64_t layers = (int64_t)(96.0 * 1048576 / layer_bytes) + 1;
     if (fixed) layers = 1;
     lmc_kv_cache c;
@@ -80,9 +83,11 @@ int main(int argc, char **argv) {
             double dt = (now_s() - t0) / 16;
             if (dt < best) best = dt;
         }
-        printf("attention N=%lld heads %lld/%lld hd %lld threads %d %-4s: %8.1f us  %6.1f GB/s\n",
-               (long long)N, (long long)H, (long long)KV, (long long)hd, lmc_get_num_threads(),
-               names[cold], best * 1e6, layer_bytes / best / 1e9);
+        printf("attention N=%lld heads %lld/%lld hd %lld %s KV threads %d %-4s: %8.1f us  %6.1f "
+               "GB/s\n",
+               (long long)N, (long long)H, (long long)KV, (long long)hd,
+               c.dtype == LMC_DTYPE_F16 ? "f16" : "f32", lmc_get_num_threads(), names[cold],
+               best * 1e6, layer_bytes / best / 1e9);
     }
     lmc_kv_cache_free(&c);
     free(kv);

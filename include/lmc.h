@@ -82,6 +82,16 @@ LMC_API int lmc_get_num_threads(void);
 LMC_API void lmc_set_exact(int exact);
 LMC_API int lmc_get_exact(void);
 
+/* Storage of keys and values in the KV caches made after the call
+ * (sessions, containers), process-wide. f16 = 0 (the default): f32, as
+ * transformers computes them. f16 = 1: f16, as llama.cpp's default cache
+ * type: half the memory, and half the memory traffic of attention at long
+ * context; logits move by a few 1e-4 (rel L2; values past 65504 become
+ * infinite). Prompt-cache files load into either (converted). The
+ * environment variable LMC_KV_F16=1 selects f16 until this is called. */
+LMC_API void lmc_set_kv_f16(int f16);
+LMC_API int lmc_get_kv_f16(void);
+
 /* ---- models ------------------------------------------------------------ */
 
 typedef struct lmc_model lmc_model;

@@ -139,7 +139,8 @@ static void test_attn_kernels(void **state) {
     float *q = malloc(sizeof(float) * MAXG * MAXHD), *kv = malloc(sizeof(float) * MAXM * MAXHD);
     float *s = malloc(sizeof(float) * MAXG * (MAXM + 3)), *o = malloc(sizeof(float) * MAXG * MAXHD);
     float *x = malloc(sizeof(float) * 3000);
-    assert_true(q && kv && s && o && x);
+    uint16_t *kvh = malloc(sizeof(uint16_t) * MAXM * MAXHD);
+    assert_true(q && kv && s && o && x && kvh);
     for (int p = 0; p < 3; p++) {
         const lmc_attn_kernels *k = paths[p];
         if (!k) {
@@ -151,35 +152,47 @@ static void test_attn_kernels(void **state) {
                 for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
                     int64_t hd = hds[h], m = ms[mi], lds = m + 3;
                     for (int64_t i = 0; i < g * hd; i++) q[i] = frand();
-                    for (int64_t i = 0; i < m * hd; i++) kv[i] = frand();
-                    k->scores(q, g, hd, kv, m, s, lds);
-                    for (int64_t gg = 0; gg < g; gg++)
-                        for (int64_t i = 0; i < m; i++) {
-                            double ref = 0, mag = 0;
-                            for (int64_t d = 0; d < hd; d++) {
-                                ref += (double)q[gg * hd + d] * kv[i * hd + d];
-                                mag += fabs((double)q[gg * hd + d] * kv[i * hd + d]);
-                            }
-                            if (fabs(s[gg * lds + i] - ref) > 1e-5 * mag + 1e-6)
-                                fail_msg("%s scores hd %lld g %lld m %lld: %g vs %g", k->name,
-                                         (long long)hd, (long long)gg, (long long)m,
-                                         s[gg * lds + i], ref);
-                        }
-                    for (int64_t i = 0; i < g * lds; i++) s[i] = frand();
-                    for (int64_t i = 0; i < g * hd; i++) o[i] = q[i];
-                    k->values(s, lds, g, kv, m, hd, o);
-                    for (int64_t gg = 0; gg < g; gg++)
-                        for (int64_t d = 0; d < hd; d++) {
-                            double ref = q[gg * hd + d], mag = fabs(ref);
+                    /* values an f16 cache can hold, for both kernels */
+                    for (int64_t i = 0; i < m * hd; i++) {
+                        kvh[i] = lmc_f32_to_f16(frand());
+                        kv[i] = lmc_f16_to_f32(kvh[i]);
+                    }
+                    for (int f16 = 0; f16 < 2; f16++) {
+                        if (f16)
+                            k->scores_f16(q, g, hd, kvh, m, s, lds);
+                        else
+                            k->scores(q, g, hd, kv, m, s, lds);
+                        for (int64_t gg = 0; gg < g; gg++)
                             for (int64_t i = 0; i < m; i++) {
-                                ref += (double)s[gg * lds + i] * kv[i * hd + d];
-                                mag += fabs((double)s[gg * lds + i] * kv[i * hd + d]);
+                                double ref = 0, mag = 0;
+                                for (int64_t d = 0; d < hd; d++) {
+                                    ref += (double)q[gg * hd + d] * kv[i * hd + d];
+                                    mag += fabs((double)q[gg * hd + d] * kv[i * hd + d]);
+                                }
+                                if (fabs(s[gg * lds + i] - ref) > 1e-5 * mag + 1e-6)
+                                    fail_msg("%s scores%s hd %lld g %lld m %lld: %g vs %g", k->name,
+                                             f16 ? "_f16" : "", (long long)hd, (long long)gg,
+                                             (long long)m, s[gg * lds + i], ref);
                             }
-                            if (fabs(o[gg * hd + d] - ref) > 1e-5 * mag + 1e-6)
-                                fail_msg("%s values hd %lld g %lld m %lld: %g vs %g", k->name,
-                                         (long long)hd, (long long)gg, (long long)m, o[gg * hd + d],
-                                         ref);
-                        }
+                        for (int64_t i = 0; i < g * lds; i++) s[i] = frand();
+                        for (int64_t i = 0; i < g * hd; i++) o[i] = q[i];
+                        if (f16)
+                            k->values_f16(s, lds, g, kvh, m, hd, o);
+                        else
+                            k->values(s, lds, g, kv, m, hd, o);
+                        for (int64_t gg = 0; gg < g; gg++)
+                            for (int64_t d = 0; d < hd; d++) {
+                                double ref = q[gg * hd + d], mag = fabs(ref);
+                                for (int64_t i = 0; i < m; i++) {
+                                    ref += (double)s[gg * lds + i] * kv[i * hd + d];
+                                    mag += fabs((double)s[gg * lds + i] * kv[i * hd + d]);
+                                }
+                                if (fabs(o[gg * hd + d] - ref) > 1e-5 * mag + 1e-6)
+                                    fail_msg("%s values%s hd %lld g %lld m %lld: %g vs %g", k->name,
+                                             f16 ? "_f16" : "", (long long)hd, (long long)gg,
+                                             (long long)m, o[gg * hd + d], ref);
+                            }
+                    }
                 }
         const int64_t ns[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 100, 2049};
         const float spreads[] = {1, 30, 200};
@@ -212,6 +225,7 @@ static void test_attn_kernels(void **state) {
     free(s);
     free(o);
     free(x);
+    free(kvh);
 }
 
 int main(void) {

@@ -9,17 +9,29 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-static void scores(const float *q, int64_t group, int64_t hd, const float *keys, int64_t m,
-                   float *s, int64_t lds) {
-    for (int64_t i = 0; i < m; i++) {
-        const float *k = keys + i * hd;
+static inline float ld(const void *p, int64_t i, const int f16) {
+    return f16 ? lmc_f16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+static inline void scores_impl(const float *q, int64_t group, int64_t hd, const void *keys,
+                               int64_t m, float *s, int64_t lds, const int f16) {
+    for (int64_t i = 0; i < m; i++)
         for (int64_t g = 0; g < group; g++) {
             const float *qg = q + g * hd;
             float acc = 0;
-            for (int64_t d = 0; d < hd; d++) acc += qg[d] * k[d];
+            for (int64_t d = 0; d < hd; d++) acc += qg[d] * ld(keys, i * hd + d, f16);
             s[g * lds + i] = acc;
         }
-    }
+}
+
+static void scores(const float *q, int64_t group, int64_t hd, const float *keys, int64_t m,
+                   float *s, int64_t lds) {
+    scores_impl(q, group, hd, keys, m, s, lds, 0);
+}
+
+static void scores_f16(const float *q, int64_t group, int64_t hd, const uint16_t *keys, int64_t m,
+                       float *s, int64_t lds) {
+    scores_impl(q, group, hd, keys, m, s, lds, 1);
 }
 
 static float exp_sum(float *x, int64_t n) {
@@ -33,19 +45,28 @@ static float exp_sum(float *x, int64_t n) {
     return (float)sum;
 }
 
-static void values(const float *p, int64_t lds, int64_t group, const float *vals, int64_t m,
-                   int64_t hd, float *o) {
-    for (int64_t i = 0; i < m; i++) {
-        const float *v = vals + i * hd;
+static inline void values_impl(const float *p, int64_t lds, int64_t group, const void *vals,
+                               int64_t m, int64_t hd, float *o, const int f16) {
+    for (int64_t i = 0; i < m; i++)
         for (int64_t g = 0; g < group; g++) {
             float a = p[g * lds + i];
             float *og = o + g * hd;
-            for (int64_t d = 0; d < hd; d++) og[d] += a * v[d];
+            for (int64_t d = 0; d < hd; d++) og[d] += a * ld(vals, i * hd + d, f16);
         }
-    }
 }
 
-static const lmc_attn_kernels generic_table = {"generic", scores, exp_sum, values};
+static void values(const float *p, int64_t lds, int64_t group, const float *vals, int64_t m,
+                   int64_t hd, float *o) {
+    values_impl(p, lds, group, vals, m, hd, o, 0);
+}
+
+static void values_f16(const float *p, int64_t lds, int64_t group, const uint16_t *vals, int64_t m,
+                       int64_t hd, float *o) {
+    values_impl(p, lds, group, vals, m, hd, o, 1);
+}
+
+static const lmc_attn_kernels generic_table = {"generic", scores,     exp_sum,
+                                               values,    scores_f16, values_f16};
 
 const lmc_attn_kernels *lmc_attn_kernels_generic(void) {
     return &generic_table;

@@ -6,7 +6,7 @@
  * F16C. */
 #include "kernels/kernels.h"
 
-#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
 /* Sums of the 8 vectors v[0..7], in order, as one vector. */
@@ -34,15 +34,18 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
-static void scores(const float *q, int64_t group, int64_t hd, const float *keys, int64_t m,
-                   float *s, int64_t lds) {
-    if (hd % 8) {
-        lmc_attn_kernels_generic()->scores(q, group, hd, keys, m, s, lds);
-        return;
-    }
+/* 8 floats of a row from element i on: f32, or f16 widened */
+static inline __attribute__((always_inline)) __m256 ld8(const void *p, int64_t i, const int f16) {
+    if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+    return _mm256_loadu_ps((const float *)p + i);
+}
+
+static inline __attribute__((always_inline)) void scores_impl(const float *q, int64_t group,
+                                                              int64_t hd, const void *keys,
+                                                              int64_t m, float *s, int64_t lds,
+                                                              const int f16) {
     int64_t i = 0;
     for (; i + 8 <= m; i += 8) {
-        const float *kb = keys + i * hd;
         for (int64_t g = 0; g < group; g++) {
             const float *qg = q + g * hd;
             __m256 acc[8];
@@ -52,21 +55,35 @@ static void scores(const float *q, int64_t group, int64_t hd, const float *keys,
                 __m256 qv = _mm256_loadu_ps(qg + d);
 #pragma GCC unroll 8
                 for (int j = 0; j < 8; j++)
-                    acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(kb + j * hd + d), qv, acc[j]);
+                    acc[j] = _mm256_fmadd_ps(ld8(keys, (i + j) * hd + d, f16), qv, acc[j]);
             }
             _mm256_storeu_ps(s + g * lds + i, reduce8(acc));
         }
     }
-    for (; i < m; i++) {
-        const float *k = keys + i * hd;
+    for (; i < m; i++)
         for (int64_t g = 0; g < group; g++) {
             const float *qg = q + g * hd;
             __m256 acc = _mm256_setzero_ps();
             for (int64_t d = 0; d < hd; d += 8)
-                acc = _mm256_fmadd_ps(_mm256_loadu_ps(k + d), _mm256_loadu_ps(qg + d), acc);
+                acc = _mm256_fmadd_ps(ld8(keys, i * hd + d, f16), _mm256_loadu_ps(qg + d), acc);
             s[g * lds + i] = hsum8(acc);
         }
-    }
+}
+
+static void scores(const float *q, int64_t group, int64_t hd, const float *keys, int64_t m,
+                   float *s, int64_t lds) {
+    if (hd % 8)
+        lmc_attn_kernels_generic()->scores(q, group, hd, keys, m, s, lds);
+    else
+        scores_impl(q, group, hd, keys, m, s, lds, 0);
+}
+
+static void scores_f16(const float *q, int64_t group, int64_t hd, const uint16_t *keys, int64_t m,
+                       float *s, int64_t lds) {
+    if (hd % 8)
+        lmc_attn_kernels_generic()->scores_f16(q, group, hd, keys, m, s, lds);
+    else
+        scores_impl(q, group, hd, keys, m, s, lds, 1);
 }
 
 static inline __m256 exp8(__m256 x) {
@@ -121,20 +138,18 @@ static float exp_sum(float *x, int64_t n) {
 }
 
 /* o[g][0 .. 8 * DN) += sum_i p[g][i] v[i][0 .. 8 * DN) for g < G, in
- * registers; G and DN are constants at each call. */
-static inline __attribute__((always_inline)) void values_tile(const float *p, int64_t lds,
-                                                              const float *vals, int64_t m,
-                                                              int64_t hd, float *o, const int G,
-                                                              const int DN) {
+ * registers; G, DN and f16 are constants at each call. */
+static inline __attribute__((always_inline)) void
+values_tile(const float *p, int64_t lds, const void *vals, int64_t d0, int64_t m, int64_t hd,
+            float *o, const int G, const int DN, const int f16) {
     __m256 acc[4][2], v[2];
 #pragma GCC unroll 4
     for (int g = 0; g < G; g++)
 #pragma GCC unroll 4
         for (int d = 0; d < DN; d++) acc[g][d] = _mm256_loadu_ps(o + g * hd + 8 * d);
     for (int64_t i = 0; i < m; i++) {
-        const float *row = vals + i * hd;
 #pragma GCC unroll 4
-        for (int d = 0; d < DN; d++) v[d] = _mm256_loadu_ps(row + 8 * d);
+        for (int d = 0; d < DN; d++) v[d] = ld8(vals, i * hd + d0 + 8 * d, f16);
 #pragma GCC unroll 4
         for (int g = 0; g < G; g++) {
             __m256 a = _mm256_broadcast_ss(p + g * lds + i);
@@ -150,15 +165,13 @@ static inline __attribute__((always_inline)) void values_tile(const float *p, in
 
 #define TILE(G, DN)                                                                                \
     case (G)*4 + (DN):                                                                             \
-        values_tile(pp, lds, vals + d0, m, hd, oo, G, DN);                                         \
+        values_tile(pp, lds, vals, d0, m, hd, oo, G, DN, f16);                                     \
         break;
 
-static void values(const float *p, int64_t lds, int64_t group, const float *vals, int64_t m,
-                   int64_t hd, float *o) {
-    if (hd % 8) {
-        lmc_attn_kernels_generic()->values(p, lds, group, vals, m, hd, o);
-        return;
-    }
+static inline __attribute__((always_inline)) void values_impl(const float *p, int64_t lds,
+                                                              int64_t group, const void *vals,
+                                                              int64_t m, int64_t hd, float *o,
+                                                              const int f16) {
     for (int64_t g0 = 0; g0 < group; g0 += 4) {
         int G = group - g0 < 4 ? (int)(group - g0) : 4;
         for (int64_t d0 = 0; d0 < hd; d0 += 16) {
@@ -173,7 +186,24 @@ static void values(const float *p, int64_t lds, int64_t group, const float *vals
     }
 }
 
-static const lmc_attn_kernels avx2_table = {"avx2", scores, exp_sum, values};
+static void values(const float *p, int64_t lds, int64_t group, const float *vals, int64_t m,
+                   int64_t hd, float *o) {
+    if (hd % 8)
+        lmc_attn_kernels_generic()->values(p, lds, group, vals, m, hd, o);
+    else
+        values_impl(p, lds, group, vals, m, hd, o, 0);
+}
+
+static void values_f16(const float *p, int64_t lds, int64_t group, const uint16_t *vals, int64_t m,
+                       int64_t hd, float *o) {
+    if (hd % 8)
+        lmc_attn_kernels_generic()->values_f16(p, lds, group, vals, m, hd, o);
+    else
+        values_impl(p, lds, group, vals, m, hd, o, 1);
+}
+
+static const lmc_attn_kernels avx2_table = {"avx2", scores,     exp_sum,
+                                            values, scores_f16, values_f16};
 
 const lmc_attn_kernels *lmc_attn_kernels_avx2(void) {
     return lmc_cpu_has_avx2_fma_f16c() ? &avx2_table : NULL;

@@ -34,15 +34,18 @@ static inline __m512 reduce16(const __m512 *v) {
                          _mm512_shuffle_f32x4(x[0], x[1], 0xDD));
 }
 
-static void scores(const float *q, int64_t group, int64_t hd, const float *keys, int64_t m,
-                   float *s, int64_t lds) {
-    if (hd % 16) {
-        lmc_attn_kernels_generic()->scores(q, group, hd, keys, m, s, lds);
-        return;
-    }
+/* 16 floats of a row from element i on: f32, or f16 widened */
+static inline __attribute__((always_inline)) __m512 ld16(const void *p, int64_t i, const int f16) {
+    if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i)));
+    return _mm512_loadu_ps((const float *)p + i);
+}
+
+static inline __attribute__((always_inline)) void scores_impl(const float *q, int64_t group,
+                                                              int64_t hd, const void *keys,
+                                                              int64_t m, float *s, int64_t lds,
+                                                              const int f16) {
     int64_t i = 0;
     for (; i + 16 <= m; i += 16) {
-        const float *kb = keys + i * hd;
         for (int64_t g = 0; g < group; g++) {
             const float *qg = q + g * hd;
             __m512 acc[16];
@@ -52,21 +55,35 @@ static void scores(const float *q, int64_t group, int64_t hd, const float *keys,
                 __m512 qv = _mm512_loadu_ps(qg + d);
 #pragma GCC unroll 16
                 for (int j = 0; j < 16; j++)
-                    acc[j] = _mm512_fmadd_ps(_mm512_loadu_ps(kb + j * hd + d), qv, acc[j]);
+                    acc[j] = _mm512_fmadd_ps(ld16(keys, (i + j) * hd + d, f16), qv, acc[j]);
             }
             _mm512_storeu_ps(s + g * lds + i, reduce16(acc));
         }
     }
-    for (; i < m; i++) {
-        const float *k = keys + i * hd;
+    for (; i < m; i++)
         for (int64_t g = 0; g < group; g++) {
             const float *qg = q + g * hd;
             __m512 acc = _mm512_setzero_ps();
             for (int64_t d = 0; d < hd; d += 16)
-                acc = _mm512_fmadd_ps(_mm512_loadu_ps(k + d), _mm512_loadu_ps(qg + d), acc);
+                acc = _mm512_fmadd_ps(ld16(keys, i * hd + d, f16), _mm512_loadu_ps(qg + d), acc);
             s[g * lds + i] = _mm512_reduce_add_ps(acc);
         }
-    }
+}
+
+static void scores(const float *q, int64_t group, int64_t hd, const float *keys, int64_t m,
+                   float *s, int64_t lds) {
+    if (hd % 16)
+        lmc_attn_kernels_generic()->scores(q, group, hd, keys, m, s, lds);
+    else
+        scores_impl(q, group, hd, keys, m, s, lds, 0);
+}
+
+static void scores_f16(const float *q, int64_t group, int64_t hd, const uint16_t *keys, int64_t m,
+                       float *s, int64_t lds) {
+    if (hd % 16)
+        lmc_attn_kernels_generic()->scores_f16(q, group, hd, keys, m, s, lds);
+    else
+        scores_impl(q, group, hd, keys, m, s, lds, 1);
 }
 
 static inline __m512 exp16(__m512 x) {
@@ -108,20 +125,18 @@ static float exp_sum(float *x, int64_t n) {
 }
 
 /* o[g][0 .. 16 * DN) += sum_i p[g][i] v[i][0 .. 16 * DN) for g < G, in
- * registers; G and DN are constants at each call. */
-static inline __attribute__((always_inline)) void values_tile(const float *p, int64_t lds,
-                                                              const float *vals, int64_t m,
-                                                              int64_t hd, float *o, const int G,
-                                                              const int DN) {
+ * registers; G, DN and f16 are constants at each call. */
+static inline __attribute__((always_inline)) void
+values_tile(const float *p, int64_t lds, const void *vals, int64_t d0, int64_t m, int64_t hd,
+            float *o, const int G, const int DN, const int f16) {
     __m512 acc[4][4], v[4];
 #pragma GCC unroll 4
     for (int g = 0; g < G; g++)
 #pragma GCC unroll 4
         for (int d = 0; d < DN; d++) acc[g][d] = _mm512_loadu_ps(o + g * hd + 16 * d);
     for (int64_t i = 0; i < m; i++) {
-        const float *row = vals + i * hd;
 #pragma GCC unroll 4
-        for (int d = 0; d < DN; d++) v[d] = _mm512_loadu_ps(row + 16 * d);
+        for (int d = 0; d < DN; d++) v[d] = ld16(vals, i * hd + d0 + 16 * d, f16);
 #pragma GCC unroll 4
         for (int g = 0; g < G; g++) {
             __m512 a = _mm512_set1_ps(p[g * lds + i]);
@@ -137,15 +152,13 @@ static inline __attribute__((always_inline)) void values_tile(const float *p, in
 
 #define TILE(G, DN)                                                                                \
     case (G)*8 + (DN):                                                                             \
-        values_tile(pp, lds, vals + d0, m, hd, oo, G, DN);                                         \
+        values_tile(pp, lds, vals, d0, m, hd, oo, G, DN, f16);                                     \
         break;
 
-static void values(const float *p, int64_t lds, int64_t group, const float *vals, int64_t m,
-                   int64_t hd, float *o) {
-    if (hd % 16) {
-        lmc_attn_kernels_generic()->values(p, lds, group, vals, m, hd, o);
-        return;
-    }
+static inline __attribute__((always_inline)) void values_impl(const float *p, int64_t lds,
+                                                              int64_t group, const void *vals,
+                                                              int64_t m, int64_t hd, float *o,
+                                                              const int f16) {
     for (int64_t g0 = 0; g0 < group; g0 += 4) {
         int G = group - g0 < 4 ? (int)(group - g0) : 4;
         for (int64_t d0 = 0; d0 < hd; d0 += 64) {
@@ -155,14 +168,34 @@ static void values(const float *p, int64_t lds, int64_t group, const float *vals
             switch (G * 8 + DN) {
                 TILE(1, 1)
                 TILE(1, 2)
-                TILE(1, 3) TILE(1, 4) TILE(2, 1) TILE(2, 2) TILE(2, 3) TILE(2, 4) TILE(3, 1)
-                    TILE(3, 2) TILE(3, 3) TILE(3, 4) TILE(4, 1) TILE(4, 2) TILE(4, 3) TILE(4, 4)
+                TILE(1, 3)
+                TILE(1, 4)
+                TILE(2, 1)
+                TILE(2, 2) TILE(2, 3) TILE(2, 4) TILE(3, 1) TILE(3, 2) TILE(3, 3) TILE(3, 4)
+                    TILE(4, 1) TILE(4, 2) TILE(4, 3) TILE(4, 4)
             }
         }
     }
 }
 
-static const lmc_attn_kernels avx512_table = {"avx512", scores, exp_sum, values};
+static void values(const float *p, int64_t lds, int64_t group, const float *vals, int64_t m,
+                   int64_t hd, float *o) {
+    if (hd % 16)
+        lmc_attn_kernels_generic()->values(p, lds, group, vals, m, hd, o);
+    else
+        values_impl(p, lds, group, vals, m, hd, o, 0);
+}
+
+static void values_f16(const float *p, int64_t lds, int64_t group, const uint16_t *vals, int64_t m,
+                       int64_t hd, float *o) {
+    if (hd % 16)
+        lmc_attn_kernels_generic()->values_f16(p, lds, group, vals, m, hd, o);
+    else
+        values_impl(p, lds, group, vals, m, hd, o, 1);
+}
+
+static const lmc_attn_kernels avx512_table = {"avx512", scores,     exp_sum,
+                                              values,   scores_f16, values_f16};
 
 const lmc_attn_kernels *lmc_attn_kernels_avx512(void) {
     return lmc_cpu_has_avx512() ? &avx512_table : NULL;

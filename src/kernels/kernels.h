@@ -78,6 +78,11 @@ typedef struct lmc_attn_kernels {
     /* o[g * hd + d] += sum_i p[g * lds + i] * vals[i * hd + d] for g < group */
     void (*values)(const float *p, int64_t lds, int64_t group, const float *vals, int64_t m,
                    int64_t hd, float *o);
+    /* the same over f16 keys and values (converted in registers) */
+    void (*scores_f16)(const float *q, int64_t group, int64_t hd, const uint16_t *keys, int64_t m,
+                       float *s, int64_t lds);
+    void (*values_f16)(const float *p, int64_t lds, int64_t group, const uint16_t *vals, int64_t m,
+                       int64_t hd, float *o);
 } lmc_attn_kernels;
 
 const lmc_attn_kernels *lmc_attn_kernels_get(void);

@@ -165,6 +165,7 @@ lmc_status lmc_session_forward(lmc_session *s, const int32_t *tokens, int32_t n,
  *   positions first..n_tokens-1 as f32 [n_kv_heads][n][head_dim] each
  *   u64 FNV-1a of everything before it */
 #define KVC_VERSION 1u
+#define KVC_F16 1u /* the header's type field: keys and values in f16 (0: f32) */
 static const char KVC_MAGIC[8] = {'L', 'M', 'C', 'K', 'V', 'C', 0, 1};
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
@@ -231,7 +232,7 @@ lmc_status lmc_session_save(const lmc_session *s, const char *path) {
     uint64_t fp = model_fingerprint(s->model);
     put(&w, KVC_MAGIC, 8);
     put_u32(&w, KVC_VERSION);
-    put_u32(&w, 0);
+    put_u32(&w, c->dtype == LMC_DTYPE_F16 ? KVC_F16 : 0); /* 0: f32 */
     put(&w, &fp, 8);
     put_u32(&w, (uint32_t)c->n_layers);
     put_u32(&w, (uint32_t)c->n_kv_heads);
@@ -242,12 +243,12 @@ lmc_status lmc_session_save(const lmc_session *s, const char *path) {
         const lmc_kv_layer *L = &c->layers[l];
         int64_t first = first_held(c, L);
         put_u32(&w, (uint32_t)first);
+        size_t row = (size_t)c->head_dim * lmc_dtype_size(c->dtype);
         for (int kv = 0; kv < 2; kv++) {
-            const float *base = kv ? L->v : L->k;
+            const uint8_t *base = kv ? L->v : L->k;
             for (int64_t h = 0; h < c->n_kv_heads; h++)
                 for (int64_t p = first; p < c->length; p++)
-                    put(&w, base + (h * L->capacity + p % L->capacity) * c->head_dim,
-                        (size_t)c->head_dim * sizeof(float));
+                    put(&w, base + (size_t)(h * L->capacity + p % L->capacity) * row, row);
         }
     }
     uint64_t sum = w.h;
@@ -293,6 +294,9 @@ static lmc_status load_body(lmc_session *s, const char *path, rbuf *r) {
         return lmc_error(LMC_ERR_UNSUPPORTED,
                          "%s: prompt cache format version %u (this lmc reads version %u)", path,
                          version, KVC_VERSION);
+    if (reserved != 0 && reserved != KVC_F16)
+        return lmc_error(LMC_ERR_FORMAT, "%s: unknown key/value type %u", path, reserved);
+    lmc_dtype file_dt = reserved == KVC_F16 ? LMC_DTYPE_F16 : LMC_DTYPE_F32;
     if (r->n < 8 + 8 || !get(r, &fp, 8) || !get(r, &nl, 4) || !get(r, &nkv, 4) || !get(r, &hd, 4) ||
         !get(r, &n, 4))
         return lmc_error(LMC_ERR_FORMAT, "%s: truncated header", path);
@@ -336,17 +340,28 @@ static lmc_status load_body(lmc_session *s, const char *path, rbuf *r) {
         if (held > L->capacity && n > 0)
             return lmc_error(LMC_ERR_FORMAT, "%s: layer %lld holds more than its cache", path,
                              (long long)l);
-        uint64_t bytes = 2 * (uint64_t)nkv * (uint64_t)held * hd * sizeof(float);
+        size_t frow = (size_t)hd * lmc_dtype_size(file_dt),
+               row = (size_t)hd * lmc_dtype_size(c->dtype);
+        uint64_t bytes = 2 * (uint64_t)nkv * (uint64_t)held * frow;
         if (bytes > r->n - r->off) return lmc_error(LMC_ERR_FORMAT, "%s: truncated", path);
+        float *conv = NULL;
+        if (file_dt != c->dtype && held > 0 && !(conv = malloc((size_t)hd * sizeof(float))))
+            return lmc_error(LMC_ERR_NOMEM, "out of memory");
         for (int kv = 0; kv < 2; kv++) {
-            float *base = kv ? L->v : L->k;
+            uint8_t *base = kv ? L->v : L->k;
             for (int64_t h = 0; h < nkv; h++)
                 for (int64_t p = first; p < n; p++) {
-                    memcpy(base + (h * L->capacity + p % L->capacity) * hd, r->p + r->off,
-                           (size_t)hd * sizeof(float));
-                    r->off += (size_t)hd * sizeof(float);
+                    uint8_t *dst = base + (size_t)(h * L->capacity + p % L->capacity) * row;
+                    if (conv) { /* saved as the other type: through f32 */
+                        lmc_convert_to_f32(file_dt, r->p + r->off, conv, hd);
+                        lmc_convert_from_f32(c->dtype, conv, dst, hd);
+                    } else {
+                        memcpy(dst, r->p + r->off, row);
+                    }
+                    r->off += frow;
                 }
         }
+        free(conv);
     }
     if (r->off != r->n) return lmc_error(LMC_ERR_FORMAT, "%s: trailing bytes", path);
     c->length = n;

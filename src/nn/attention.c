@@ -1,5 +1,6 @@
 /* Grouped-query causal attention over the KV cache, as transformers' eager
- * attention: softmax(q k^T * scale + mask) v in float32. Keys are read in
+ * attention: softmax(q k^T * scale + mask) v in float32 (keys and values
+ * read as the cache holds them, f32 or f16). Keys are read in
  * position order from their slots (lmc_kv_slot), so a rotating layer's ring
  * gives the same sums in the same order as a full cache. */
 #include "nn/nn.h"
@@ -70,11 +71,18 @@ static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
         const float *qv = j->q + (t * p->n_heads + kvh * group) * hd; /* [group][hd] */
         float *qs = s + n * group;
         for (int64_t i = 0; i < group * hd; i++) qs[i] = qv[i] * p->scale;
-        const float *keys = L->k + kvh * cap * hd;
-        const float *vals = L->v + kvh * cap * hd;
+        bool f16 = j->c->dtype == LMC_DTYPE_F16;
+        size_t es = f16 ? 2 : 4, row = (size_t)hd * es;
+        const uint8_t *keys = (const uint8_t *)L->k + (size_t)(kvh * cap) * row;
+        const uint8_t *vals = (const uint8_t *)L->v + (size_t)(kvh * cap) * row;
         slot_runs r = runs_of(L, sinks, lo, n);
-        for (int64_t ri = 0, at = 0; ri < r.n; at += r.count[ri++])
-            k->scores(qs, group, hd, keys + r.first[ri] * hd, r.count[ri], s + at, n);
+        for (int64_t ri = 0, at = 0; ri < r.n; at += r.count[ri++]) {
+            const void *kr = keys + (size_t)r.first[ri] * row;
+            if (f16)
+                k->scores_f16(qs, group, hd, kr, r.count[ri], s + at, n);
+            else
+                k->scores(qs, group, hd, kr, r.count[ri], s + at, n);
+        }
         float *o = j->out + (t * p->n_heads + kvh * group) * hd; /* [group][hd] */
         memset(o, 0, (size_t)(group * hd) * sizeof(float));
         for (int64_t g = 0; g < group; g++) {
@@ -84,8 +92,13 @@ static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
             float inv = 1.0f / k->exp_sum(sg, n);
             for (int64_t i = 0; i < n; i++) sg[i] *= inv;
         }
-        for (int64_t ri = 0, at = 0; ri < r.n; at += r.count[ri++])
-            k->values(s + at, n, group, vals + r.first[ri] * hd, r.count[ri], hd, o);
+        for (int64_t ri = 0, at = 0; ri < r.n; at += r.count[ri++]) {
+            const void *vr = vals + (size_t)r.first[ri] * row;
+            if (f16)
+                k->values_f16(s + at, n, group, vr, r.count[ri], hd, o);
+            else
+                k->values(s + at, n, group, vr, r.count[ri], hd, o);
+        }
     }
 }
 

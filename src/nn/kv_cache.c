@@ -8,8 +8,25 @@
  * a key that the batch's queries still read. */
 #include "nn/nn.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* lmc_set_kv_f16: -1 until set, then 0 or 1 */
+static atomic_int g_kv_f16 = -1;
+
+void lmc_set_kv_f16(int f16) {
+    atomic_store(&g_kv_f16, f16 ? 1 : 0);
+}
+
+int lmc_get_kv_f16(void) {
+    int v = atomic_load(&g_kv_f16);
+    if (v < 0) {
+        const char *e = getenv("LMC_KV_F16");
+        v = e && *e && *e != '0';
+    }
+    return v;
+}
 
 lmc_status lmc_kv_cache_init(lmc_kv_cache *c, int64_t n_layers, int64_t n_kv_heads,
                              int64_t head_dim, int64_t max_capacity) {
@@ -19,6 +36,7 @@ lmc_status lmc_kv_cache_init(lmc_kv_cache *c, int64_t n_layers, int64_t n_kv_hea
     c->n_layers = n_layers;
     c->n_kv_heads = n_kv_heads;
     c->head_dim = head_dim;
+    c->dtype = lmc_get_kv_f16() ? LMC_DTYPE_F16 : LMC_DTYPE_F32;
     c->max_capacity = max_capacity;
     return LMC_OK;
 }
@@ -75,12 +93,13 @@ lmc_status lmc_kv_cache_set_rotating(lmc_kv_cache *c, int64_t layer, int64_t win
     return lmc_kv_cache_set_window(c, layer, window);
 }
 
-static float *regrow(float *old, int64_t heads, int64_t old_cap, int64_t new_cap, int64_t hd,
-                     int64_t length) {
-    float *p = lmc_alloc_aligned((size_t)(heads * new_cap * hd) * sizeof(float));
+static void *regrow(void *old, int64_t heads, int64_t old_cap, int64_t new_cap, int64_t hd,
+                    int64_t length, size_t es) {
+    uint8_t *p = lmc_alloc_aligned((size_t)(heads * new_cap * hd) * es);
     if (!p) return NULL;
     for (int64_t h = 0; h < heads && old; h++)
-        memcpy(p + h * new_cap * hd, old + h * old_cap * hd, (size_t)(length * hd) * sizeof(float));
+        memcpy(p + (size_t)(h * new_cap * hd) * es,
+               (const uint8_t *)old + (size_t)(h * old_cap * hd) * es, (size_t)(length * hd) * es);
     return p;
 }
 
@@ -104,8 +123,9 @@ lmc_status lmc_kv_cache_reserve(lmc_kv_cache *c, int64_t needed) {
         /* Below its limit a layer has not wrapped yet (a position >= capacity
          * would have grown it first), so positions 0..length-1 sit in slots
          * 0..length-1 and copy over as they are. */
-        float *k = regrow(L->k, c->n_kv_heads, L->capacity, cap, c->head_dim, c->length);
-        float *v = regrow(L->v, c->n_kv_heads, L->capacity, cap, c->head_dim, c->length);
+        size_t es = lmc_dtype_size(c->dtype);
+        void *k = regrow(L->k, c->n_kv_heads, L->capacity, cap, c->head_dim, c->length, es);
+        void *v = regrow(L->v, c->n_kv_heads, L->capacity, cap, c->head_dim, c->length, es);
         if (!k || !v) {
             lmc_free_aligned(k);
             lmc_free_aligned(v);
@@ -138,7 +158,8 @@ lmc_status lmc_kv_cache_remember(lmc_kv_cache *c, const int32_t *tokens, int64_t
 size_t lmc_kv_cache_bytes(const lmc_kv_cache *c) {
     size_t n = 0;
     for (int64_t l = 0; l < c->n_layers; l++)
-        n += 2 * (size_t)(c->n_kv_heads * c->layers[l].capacity * c->head_dim) * sizeof(float);
+        n += 2 * (size_t)(c->n_kv_heads * c->layers[l].capacity * c->head_dim) *
+             lmc_dtype_size(c->dtype);
     return n;
 }
 
@@ -146,13 +167,14 @@ void lmc_kv_cache_store(lmc_kv_cache *c, int64_t layer, int64_t start, const flo
                         const float *v, int64_t T) {
     lmc_kv_layer *L = &c->layers[layer];
     int64_t hd = c->head_dim;
+    size_t es = lmc_dtype_size(c->dtype);
     for (int64_t t = 0; t < T; t++) {
         int64_t slot = lmc_kv_slot(L, start + t);
         for (int64_t h = 0; h < c->n_kv_heads; h++) {
-            size_t dst = (size_t)((h * L->capacity + slot) * hd);
+            size_t dst = (size_t)((h * L->capacity + slot) * hd) * es;
             size_t src = (size_t)((t * c->n_kv_heads + h) * hd);
-            memcpy(L->k + dst, k + src, (size_t)hd * sizeof(float));
-            memcpy(L->v + dst, v + src, (size_t)hd * sizeof(float));
+            lmc_convert_from_f32(c->dtype, k + src, (uint8_t *)L->k + dst, hd);
+            lmc_convert_from_f32(c->dtype, v + src, (uint8_t *)L->v + dst, hd);
         }
     }
 }

@@ -96,7 +96,7 @@ void lmc_rope_apply(const lmc_rope *r, float *x, int64_t T, int64_t n_heads,
  * for the last window - 1 positions plus one batch, and overwrites the
  * oldest. */
 typedef struct lmc_kv_layer {
-    float *k, *v;     /* [n_kv_heads, capacity, head_dim] */
+    void *k, *v;      /* [n_kv_heads, capacity, head_dim] of the cache's dtype */
     int64_t capacity; /* slots allocated */
     int64_t window;   /* 0 = keeps every position */
     int64_t limit;    /* most slots a rotating layer takes */
@@ -112,6 +112,7 @@ static inline int64_t lmc_kv_slot(const lmc_kv_layer *L, int64_t p) {
 typedef struct lmc_kv_cache {
     lmc_kv_layer *layers;
     int64_t n_layers, n_kv_heads, head_dim;
+    lmc_dtype dtype;  /* of the keys and values: LMC_DTYPE_F32 or LMC_DTYPE_F16 */
     int64_t capacity; /* most slots allocated in any layer */
     int64_t max_capacity;
     int64_t length;    /* positions filled */
@@ -127,6 +128,8 @@ typedef struct lmc_kv_cache {
     int64_t expert_calls_stride;
 } lmc_kv_cache;
 
+/* An empty cache whose keys and values are f16 when lmc_get_kv_f16(), else
+ * f32. */
 lmc_status lmc_kv_cache_init(lmc_kv_cache *c, int64_t n_layers, int64_t n_kv_heads,
                              int64_t head_dim, int64_t max_capacity);
 /* Makes layer a rotating cache for attention that sees the last `window`

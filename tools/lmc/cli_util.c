@@ -204,7 +204,7 @@ char *cli_text_arg(const char *cmd, const char *arg) {
 /* ---- the parser --------------------------------------------------------------- */
 
 static long g_threads;
-static bool g_exact, g_help;
+static bool g_exact, g_kv_f16, g_help;
 
 static const cli_option COMMON[] = {
     {"help", 'h', CLI_FLAG, &g_help, NULL, "print this help and exit", 0, 0, NULL},
@@ -216,6 +216,9 @@ static const cli_option MODEL_COMMON[] = {
      "worker threads (default: the cores; or LMC_NUM_THREADS)", 1, 1024, NULL},
     {"exact", 0, CLI_FLAG, &g_exact, NULL,
      "keep every activation in f32 (no integer dot products; or LMC_EXACT=1)", 0, 0, NULL},
+    {"kv-f16", 0, CLI_FLAG, &g_kv_f16, NULL,
+     "keep the KV cache in f16: half the memory and the attention traffic (or LMC_KV_F16=1)", 0, 0,
+     NULL},
 };
 
 static const cli_option *find_long(const cli_command *cmd, const char *name, size_t len) {
@@ -295,6 +298,7 @@ int cli_parse(const cli_command *cmd, int argc, char **argv) {
     g_help = false;
     g_threads = 0;
     g_exact = false;
+    g_kv_f16 = false;
     bool positional_seen = false, no_more_options = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -344,6 +348,7 @@ int cli_parse(const cli_command *cmd, int argc, char **argv) {
     if (cmd->flags & CLI_MODEL_OPTIONS) {
         if (g_threads) lmc_set_num_threads((int)g_threads);
         if (g_exact) lmc_set_exact(1);
+        if (g_kv_f16) lmc_set_kv_f16(1);
     }
     return -1;
 }
