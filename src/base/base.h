@@ -33,8 +33,27 @@ void lmc_free_aligned(void *ptr);
 /* Per-thread scratch, one buffer per slot: at least `bytes`, 64-byte
  * aligned, owned by the calling thread and valid until its next call for the
  * same slot; freed when the thread exits. NULL on allocation failure. */
-enum { LMC_SCRATCH_KERNELS, LMC_SCRATCH_ATTENTION, LMC_SCRATCH_SLOTS = 4 };
+enum {
+    LMC_SCRATCH_KERNELS,   /* inside parallel bodies */
+    LMC_SCRATCH_ATTENTION, /* inside attention's parallel body */
+    /* lmc_tmp_get's, on the calling thread: one per site, as they nest */
+    LMC_SCRATCH_FORWARD,
+    LMC_SCRATCH_MLP,
+    LMC_SCRATCH_MLP_FUSED,
+    LMC_SCRATCH_QTOKENS,
+    LMC_SCRATCH_QEXACT,
+    LMC_SCRATCH_QMULTI,
+    LMC_SCRATCH_SLOTS
+};
 void *lmc_thread_scratch(int slot, size_t bytes);
+/* One call's temporary buffer (64-byte aligned): up to LMC_TMP_KEEP bytes
+ * from the calling thread's scratch slot, kept for the next call (so the
+ * decode loop allocates nothing), more from the heap (prefill batches are
+ * not held on to). Give it back with lmc_tmp_put(p, *owned). NULL on
+ * allocation failure. */
+#define LMC_TMP_KEEP ((size_t)1 << 20)
+void *lmc_tmp_get(int slot, size_t bytes, bool *owned);
+void lmc_tmp_put(void *p, bool owned);
 char *lmc_strdup(const char *s);                          /* free with free() / lmc_free() */
 char *lmc_path_join(const char *dir, const char *name);   /* malloc'd */
 char *lmc_sprintf(const char *fmt, ...) LMC_PRINTF(1, 2); /* malloc'd */

@@ -31,11 +31,23 @@ static void make_key(void) {
 void *lmc_thread_scratch(int slot, size_t bytes) {
     scratch_slot *s = &tl_slots[slot];
     if (bytes > s->cap) {
+        /* geometric growth: a buffer that grows with the context (the
+         * attention scores) is reallocated O(log n) times, not per token */
+        size_t want = bytes < s->cap / 2 * 3 ? s->cap / 2 * 3 : bytes;
         pthread_once(&g_once, make_key);
         lmc_free_aligned(s->data);
-        s->data = lmc_alloc_aligned(bytes);
-        s->cap = s->data ? bytes : 0;
+        s->data = lmc_alloc_aligned(want);
+        s->cap = s->data ? want : 0;
         if (s->data && g_key_ok) pthread_setspecific(g_key, tl_slots);
     }
     return s->data;
+}
+
+void *lmc_tmp_get(int slot, size_t bytes, bool *owned) {
+    *owned = bytes > LMC_TMP_KEEP;
+    return *owned ? lmc_alloc_aligned(bytes) : lmc_thread_scratch(slot, bytes);
+}
+
+void lmc_tmp_put(void *p, bool owned) {
+    if (owned) lmc_free_aligned(p);
 }

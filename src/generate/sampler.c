@@ -98,10 +98,35 @@ typedef struct cand {
     int32_t id;
 } cand;
 
-static int cmp_cand_desc(const void *a, const void *b) {
-    float x = ((const cand *)a)->p, y = ((const cand *)b)->p;
-    if (x != y) return x > y ? -1 : 1;
-    return ((const cand *)a)->id - ((const cand *)b)->id;
+/* Whether a comes before b: higher p first, then the lower id (a total
+ * order, so any sort gives the same result). */
+static inline bool cand_before(cand a, cand b) {
+    return a.p != b.p ? a.p > b.p : a.id < b.id;
+}
+
+static void sift(cand *c, int32_t n, int32_t i) {
+    cand x = c[i];
+    for (;;) {
+        int32_t k = 2 * i + 1;
+        if (k >= n) break;
+        if (k + 1 < n && cand_before(c[k], c[k + 1])) k++;
+        if (!cand_before(x, c[k])) break;
+        c[i] = c[k];
+        i = k;
+    }
+    c[i] = x;
+}
+
+/* Sorts c by cand_before in place: a heapsort, since glibc's
+ * qsort allocates a buffer for arrays over 1 KB, once per sampled token. */
+static void sort_cands(cand *c, int32_t n) {
+    for (int32_t i = n / 2; i-- > 0;) sift(c, n, i);
+    for (int32_t e = n - 1; e > 0; e--) {
+        cand t = c[0];
+        c[0] = c[e];
+        c[e] = t;
+        sift(c, e, 0);
+    }
 }
 
 static int32_t argmax(const float *logits, int32_t V) {
@@ -158,7 +183,7 @@ static int32_t filter(const lmc_sampler_state *s, const float *logits, int32_t V
         n = w;
         break;
     }
-    qsort(c, (size_t)n, sizeof *c, cmp_cand_desc);
+    sort_cands(c, n);
     if (k_on) { /* transformers keeps the ties of the k-th value */
         int32_t k = s->top_k;
         while (k < n && c[k].p == c[s->top_k - 1].p) k++;
@@ -222,7 +247,7 @@ void lmc_sampler_distribution(lmc_sampler_state *s, const float *logits, int32_t
     } else {
         n = filter(s, logits, V, c);
         if (!(s->top_k > 0 && s->top_k < V) && !(s->top_p > 0 && s->top_p < 1) && !(s->min_p > 0))
-            qsort(c, (size_t)n, sizeof *c, cmp_cand_desc);
+            sort_cands(c, n);
     }
     double total = 0;
     for (int32_t i = 0; i < n; i++) total += c[i].p;

@@ -171,8 +171,11 @@ static inline __attribute__((always_inline)) void values_impl(const float *p, in
                 TILE(1, 3)
                 TILE(1, 4)
                 TILE(2, 1)
-                TILE(2, 2) TILE(2, 3) TILE(2, 4) TILE(3, 1) TILE(3, 2) TILE(3, 3) TILE(3, 4)
-                    TILE(4, 1) TILE(4, 2) TILE(4, 3) TILE(4, 4)
+                TILE(2, 2)
+                TILE(2, 3)
+                TILE(2, 4)
+                TILE(3, 1)
+                TILE(3, 2) TILE(3, 3) TILE(3, 4) TILE(4, 1) TILE(4, 2) TILE(4, 3) TILE(4, 4)
             }
         }
     }

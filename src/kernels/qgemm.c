@@ -154,7 +154,8 @@ static bool run_multi(const lmc_qweight *const *ws, int n, const int64_t *r1, co
     const int64_t cols = w->cols, ng = quant_groups(w);
     const size_t vbytes = ((size_t)(T * cols) * 2 + 63) / 64 * 64;
     const size_t fbytes = (size_t)T * (size_t)(2 * ng) * sizeof(float);
-    uint8_t *buf = lmc_alloc_aligned(vbytes + fbytes);
+    bool owned;
+    uint8_t *buf = lmc_tmp_get(LMC_SCRATCH_QMULTI, vbytes + fbytes, &owned);
     if (!buf) return false;
     float *d = (float *)(buf + vbytes), *gsum = d + T * ng;
     qgemm_x qx = {.v = (int16_t *)buf, .d = d, .gsum = gsum, .ldv = cols, .ldg = ng};
@@ -192,7 +193,7 @@ static bool run_multi(const lmc_qweight *const *ws, int n, const int64_t *r1, co
         lmc_parallel_for(tj.first[n], grain < 1 ? 1 : grain, tile_body, &tj);
         ok = !atomic_load(&tj.nomem);
     }
-    lmc_free_aligned(buf);
+    lmc_tmp_put(buf, owned);
     return ok;
 }
 

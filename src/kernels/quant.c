@@ -351,7 +351,8 @@ static bool quantize_token(const float *x, int64_t cols, int g, bool perm4, int8
 
 /* Quantized tokens for the integer path: one allocation. */
 typedef struct qtokens {
-    uint8_t *scratch;
+    uint8_t *scratch; /* lmc_tmp_get's */
+    bool owned;
     quant_qx *qx; /* [T] */
 } qtokens;
 
@@ -366,7 +367,8 @@ static bool quantize_tokens(const lmc_qweight *w, const float *x, int64_t T, boo
     const size_t fbytes = ((size_t)nf * 4 + 63) / 64 * 64, qbytes = ((size_t)cols + 63) / 64 * 64;
     const size_t tok_bytes = fbytes + 2 * qbytes;
     const size_t head = (sizeof(quant_qx) * (size_t)T + 63) / 64 * 64;
-    uint8_t *scratch = lmc_alloc_aligned(head + tok_bytes * (size_t)T);
+    bool owned;
+    uint8_t *scratch = lmc_tmp_get(LMC_SCRATCH_QTOKENS, head + tok_bytes * (size_t)T, &owned);
     if (!scratch) return false;
     quant_qx *qx = (quant_qx *)scratch;
     uint8_t *base = scratch + head;
@@ -385,10 +387,10 @@ static bool quantize_tokens(const lmc_qweight *w, const float *x, int64_t T, boo
                            .corr = f + nb + npair * 8 + ng};
     }
     if (!ok) {
-        lmc_free_aligned(scratch);
+        lmc_tmp_put(scratch, owned);
         return false;
     }
-    *out = (qtokens){scratch, qx};
+    *out = (qtokens){scratch, owned, qx};
     return true;
 }
 
@@ -399,7 +401,7 @@ static bool qmatmul_fast(qjob *j) {
     if (!quantize_tokens(j->w, j->x, j->T, j->avx2, &q)) return false;
     j->qx = q.qx;
     lmc_parallel_for(j->r1 - j->r0, row_grain(j->w), matvec_q8_body, j);
-    lmc_free_aligned(q.scratch);
+    lmc_tmp_put(q.scratch, q.owned);
     return true;
 }
 
@@ -454,7 +456,7 @@ void lmc_qmatmul_multi(const lmc_qweight *const *ws, int n, const float *x, int6
                     m.first[i + 1] = m.first[i] + ws[i]->rows;
                 }
                 lmc_parallel_for(m.first[n], row_grain(ws[0]), multi_q8_body, &m);
-                lmc_free_aligned(q.scratch);
+                lmc_tmp_put(q.scratch, q.owned);
                 return;
             }
         }
@@ -517,7 +519,9 @@ static void qmatmul_exact(const lmc_qweight *w, int64_t r0, int64_t r1, const fl
      * pass through the tile path if the scratch cannot be allocated. */
     const int64_t cols = w->cols, ng = quant_groups(w);
     const int *perm = x_permutation(w->bits, j.avx2);
-    float *scratch = lmc_alloc_aligned(sizeof(float) * (size_t)(ng + (perm ? cols : 0)));
+    bool owned;
+    float *scratch =
+        lmc_tmp_get(LMC_SCRATCH_QEXACT, sizeof(float) * (size_t)(ng + (perm ? cols : 0)), &owned);
     if (!scratch) {
         j.T = 1;
         int64_t tiles = (r1 - r0 + QUANT_TILE_ROWS - 1) / QUANT_TILE_ROWS;
@@ -534,7 +538,7 @@ static void qmatmul_exact(const lmc_qweight *w, int64_t r0, int64_t r1, const fl
     }
     j.gsum = gsum;
     lmc_parallel_for(r1 - r0, row_grain(w), matvec_body, &j);
-    lmc_free_aligned(scratch);
+    lmc_tmp_put(scratch, owned);
 }
 
 void lmc_qmatmul(const lmc_qweight *w, const float *x, int64_t T, float *y) {

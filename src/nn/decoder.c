@@ -165,13 +165,14 @@ lmc_status lmc_decoder_forward_inputs(lmc_decoder *d, lmc_kv_cache *kv, const in
     lmc_status st = lmc_kv_cache_reserve(kv, start + T);
     if (st != LMC_OK) return st;
     size_t n_floats = (size_t)(T * (3 * H + 2 * qd + 2 * kd + (qd + 2 * kd)));
-    float *buf = lmc_alloc_aligned(n_floats * sizeof(float));
-    int32_t *pos = malloc((size_t)T * sizeof *pos);
-    if (!buf || !pos) {
-        lmc_free_aligned(buf);
-        free(pos);
-        return lmc_error(LMC_ERR_NOMEM, "out of memory for %lld tokens", (long long)T);
-    }
+    /* the positions after the activations */
+    size_t act_bytes = (n_floats * sizeof(float) + 63) / 64 * 64;
+    bool owned;
+    uint8_t *mem =
+        lmc_tmp_get(LMC_SCRATCH_FORWARD, act_bytes + (size_t)T * sizeof(int32_t), &owned);
+    if (!mem) return lmc_error(LMC_ERR_NOMEM, "out of memory for %lld tokens", (long long)T);
+    float *buf = (float *)mem;
+    int32_t *pos = (int32_t *)(mem + act_bytes);
     float *x = buf, *xn = x + T * H, *tmp = xn + T * H, *q = tmp + T * H, *attn = q + T * qd;
     float *k = attn + T * qd, *v = k + T * kd, *qkv = v + T * kd;
     for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)(start + t);
@@ -243,8 +244,7 @@ lmc_status lmc_decoder_forward_inputs(lmc_decoder *d, lmc_kv_cache *kv, const in
                     logits[i] = tanhf(logits[i] / d->final_softcap) * d->final_softcap;
         }
     }
-    lmc_free_aligned(buf);
-    free(pos);
+    lmc_tmp_put(mem, owned);
     return st;
 }
 

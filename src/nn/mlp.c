@@ -25,7 +25,8 @@ void lmc_activation_apply(lmc_activation act, float *x, int64_t n) {
 
 lmc_status lmc_mlp_forward(const lmc_mlp *m, const float *x, int64_t T, float *y) {
     int64_t I = m->down.in;
-    float *g = lmc_alloc_aligned((size_t)(T * I * 2) * sizeof(float));
+    bool owned, owned2;
+    float *g = lmc_tmp_get(LMC_SCRATCH_MLP, (size_t)(T * I * 2) * sizeof(float), &owned);
     if (!g)
         return lmc_error(LMC_ERR_NOMEM, "out of memory in the MLP for %lld tokens", (long long)T);
     float *u = g + T * I;
@@ -35,9 +36,10 @@ lmc_status lmc_mlp_forward(const lmc_mlp *m, const float *x, int64_t T, float *y
     } else if (m->fused_gate_up) {
         /* gate_up_proj output per token: [gate (I) | up (I)] */
         float *gu = u; /* reuse: T * 2I would not fit in u; compute into a fresh buffer */
-        float *both = lmc_alloc_aligned((size_t)(T * 2 * I) * sizeof(float));
+        float *both =
+            lmc_tmp_get(LMC_SCRATCH_MLP_FUSED, (size_t)(T * 2 * I) * sizeof(float), &owned2);
         if (!both) {
-            lmc_free_aligned(g);
+            lmc_tmp_put(g, owned);
             return lmc_error(LMC_ERR_NOMEM, "out of memory in the MLP for %lld tokens",
                              (long long)T);
         }
@@ -46,7 +48,7 @@ lmc_status lmc_mlp_forward(const lmc_mlp *m, const float *x, int64_t T, float *y
             memcpy(g + t * I, both + t * 2 * I, (size_t)I * sizeof(float));
             memcpy(gu + t * I, both + t * 2 * I + I, (size_t)I * sizeof(float));
         }
-        lmc_free_aligned(both);
+        lmc_tmp_put(both, owned2);
         lmc_activation_apply(m->act, g, T * I);
         for (int64_t i = 0; i < T * I; i++) g[i] *= u[i];
     } else {
@@ -57,6 +59,6 @@ lmc_status lmc_mlp_forward(const lmc_mlp *m, const float *x, int64_t T, float *y
         for (int64_t i = 0; i < T * I; i++) g[i] *= u[i];
     }
     lmc_linear_forward(&m->down, g, T, y);
-    lmc_free_aligned(g);
+    lmc_tmp_put(g, owned);
     return LMC_OK;
 }

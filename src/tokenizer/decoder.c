@@ -132,10 +132,11 @@ lmc_status tok_decoder_load(const json_t *j, tok_decoder **out) {
 
 /* ---- decoding ---------------------------------------------------------- */
 
-static lmc_status byte_level(const tok_list *in, tok_list *out) {
+static lmc_status byte_level(const tok_list *in, tok_list *out, tok_buf *tmp) {
     /* Tokens whose every char maps to a byte become those bytes, others
      * stay as UTF-8; the whole is read with String::from_utf8_lossy. */
-    tok_buf bytes = {0};
+    tok_buf bytes = *tmp; /* the caller's buffer, its capacity kept */
+    bytes.len = 0;
     lmc_status st = LMC_OK;
     for (size_t i = 0; st == LMC_OK && i < in->n; i++) {
         const char *s = tok_list_str(in, i);
@@ -165,7 +166,7 @@ static lmc_status byte_level(const tok_list *in, tok_list *out) {
         st = tok_utf8_lossy_append(&out->text, bytes.data ? bytes.data : "", bytes.len);
         out->v[0].len = out->text.len - before;
     }
-    tok_buf_free(&bytes);
+    *tmp = bytes;
     return st;
 }
 
@@ -190,8 +191,9 @@ static lmc_status flush_bytes(tok_buf *bytes, size_t count, tok_list *out) {
     return st;
 }
 
-static lmc_status byte_fallback(const tok_list *in, tok_list *out) {
-    tok_buf bytes = {0};
+static lmc_status byte_fallback(const tok_list *in, tok_list *out, tok_buf *tmp) {
+    tok_buf bytes = *tmp; /* the caller's buffer, its capacity kept */
+    bytes.len = 0;
     size_t count = 0;
     lmc_status st = LMC_OK;
     for (size_t i = 0; st == LMC_OK && i < in->n; i++) {
@@ -210,7 +212,7 @@ static lmc_status byte_fallback(const tok_list *in, tok_list *out) {
         st = tok_list_push(out, s, n, -1, false);
     }
     if (st == LMC_OK) st = flush_bytes(&bytes, count, out);
-    tok_buf_free(&bytes);
+    *tmp = bytes;
     return st;
 }
 
@@ -299,15 +301,15 @@ static lmc_status wordpiece(const tok_decoder *d, const tok_list *in, tok_list *
     return st;
 }
 
-static lmc_status decode_one(const tok_decoder *d, const tok_list *in, tok_list *out,
+static lmc_status decode_one(const tok_decoder *d, const tok_list *in, tok_list *out, tok_buf *tmp,
                              pcre2_match_data *md) {
     lmc_status st = LMC_OK;
     tok_list_clear(out);
     switch (d->kind) {
     case DEC_BYTE_LEVEL:
-        return byte_level(in, out);
+        return byte_level(in, out, tmp);
     case DEC_BYTE_FALLBACK:
-        return byte_fallback(in, out);
+        return byte_fallback(in, out, tmp);
     case DEC_FUSE:
         st = tok_list_push(out, "", 0, -1, false);
         for (size_t i = 0; st == LMC_OK && i < in->n; i++)
@@ -351,7 +353,7 @@ static lmc_status decode_one(const tok_decoder *d, const tok_list *in, tok_list 
     return lmc_error(LMC_ERR_INVALID_ARG, "decoder: bad kind");
 }
 
-lmc_status tok_decode_chain(const tok_decoder *d, tok_list *tokens, tok_list *scratch,
+lmc_status tok_decode_chain(const tok_decoder *d, tok_list *tokens, tok_list *scratch, tok_buf *tmp,
                             pcre2_match_data *md) {
     lmc_status st = LMC_OK;
     if (!d) {
@@ -368,9 +370,9 @@ lmc_status tok_decode_chain(const tok_decoder *d, tok_list *tokens, tok_list *sc
     }
     if (d->kind == DEC_SEQUENCE) {
         for (size_t i = 0; st == LMC_OK && i < d->n_children; i++)
-            st = tok_decode_chain(d->children[i], tokens, scratch, md);
+            st = tok_decode_chain(d->children[i], tokens, scratch, tmp, md);
         return st;
     }
-    if ((st = decode_one(d, tokens, scratch, md)) == LMC_OK) tok_list_swap(tokens, scratch);
+    if ((st = decode_one(d, tokens, scratch, tmp, md)) == LMC_OK) tok_list_swap(tokens, scratch);
     return st;
 }

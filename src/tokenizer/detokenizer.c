@@ -21,6 +21,7 @@ struct lmc_detokenizer {
     tok_buf prefix; /* decode of ids[0..ctx) */
     tok_buf full;   /* decode of the whole window */
     tok_buf out;    /* text handed to the caller */
+    tok_decode_ctx dec;
 };
 
 lmc_status lmc_detokenizer_create(const lmc_tokenizer *tok, int skip_special,
@@ -39,6 +40,7 @@ lmc_status lmc_detokenizer_create(const lmc_tokenizer *tok, int skip_special,
 void lmc_detokenizer_free(lmc_detokenizer *d) {
     if (!d) return;
     free(d->ids);
+    tok_decode_ctx_free(&d->dec);
     tok_buf_free(&d->prefix);
     tok_buf_free(&d->full);
     tok_buf_free(&d->out);
@@ -105,7 +107,7 @@ lmc_status lmc_detokenizer_push(lmc_detokenizer *d, int32_t id, const char **tex
         d->cap = c;
     }
     d->ids[d->n++] = id;
-    lmc_status st = tok_decode_to_buf(d->tok, d->ids, d->n, d->skip_special, &d->full);
+    lmc_status st = tok_decode_with(d->tok, &d->dec, d->ids, d->n, d->skip_special, &d->full);
     if (st != LMC_OK) return st;
     if (d->full.len <= d->prefix.len || ends_with_replacement(&d->full) || last_is_byte_token(d))
         return LMC_OK;
@@ -123,7 +125,7 @@ lmc_status lmc_detokenizer_push(lmc_detokenizer *d, int32_t id, const char **tex
     memmove(d->ids, d->ids + keep, (d->n - keep) * sizeof *d->ids);
     d->n -= keep;
     d->ctx = d->n;
-    return tok_decode_to_buf(d->tok, d->ids, d->n, d->skip_special, &d->prefix);
+    return tok_decode_with(d->tok, &d->dec, d->ids, d->n, d->skip_special, &d->prefix);
 }
 
 lmc_status lmc_detokenizer_flush(lmc_detokenizer *d, const char **text, size_t *len) {
@@ -133,7 +135,8 @@ lmc_status lmc_detokenizer_flush(lmc_detokenizer *d, const char **text, size_t *
     *len = 0;
     lmc_status st = LMC_OK;
     if (d->n > d->ctx) {
-        if ((st = tok_decode_to_buf(d->tok, d->ids, d->n, d->skip_special, &d->full)) != LMC_OK)
+        if ((st = tok_decode_with(d->tok, &d->dec, d->ids, d->n, d->skip_special, &d->full)) !=
+            LMC_OK)
             return st;
         if (d->full.len > d->prefix.len ||
             memcmp(d->full.data, d->prefix.data ? d->prefix.data : "", d->prefix.len))

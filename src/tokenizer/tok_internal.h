@@ -329,8 +329,9 @@ typedef struct tok_decoder tok_decoder;
 lmc_status tok_decoder_load(const json_t *j, tok_decoder **out);
 void tok_decoder_free(tok_decoder *d);
 /* Runs the decoder chain over the token strings in *tokens (replaced by the
- * result); with d == NULL tokens are joined with " " as HF does. */
-lmc_status tok_decode_chain(const tok_decoder *d, tok_list *tokens, tok_list *scratch,
+ * result); with d == NULL tokens are joined with " " as HF does. scratch and
+ * tmp are working space (their capacity kept for the next call). */
+lmc_status tok_decode_chain(const tok_decoder *d, tok_list *tokens, tok_list *scratch, tok_buf *tmp,
                             pcre2_match_data *md);
 
 /* ---- post-processors (postprocessor.c) --------------------------------- */
@@ -367,6 +368,17 @@ struct lmc_tokenizer {
 /* Decodes ids into out (cleared first; NUL-terminated). */
 lmc_status tok_decode_to_buf(const lmc_tokenizer *tok, const int32_t *ids, size_t n_ids,
                              int skip_special, tok_buf *out);
+/* The same with the lists and match data of ctx, kept between calls (the
+ * streaming detokenizer's: no allocation per token once they have grown);
+ * ctx starts zeroed and is freed with tok_decode_ctx_free. */
+typedef struct tok_decode_ctx {
+    tok_list tokens, scratch;
+    tok_buf tmp;
+    pcre2_match_data *md;
+} tok_decode_ctx;
+lmc_status tok_decode_with(const lmc_tokenizer *tok, tok_decode_ctx *ctx, const int32_t *ids,
+                           size_t n_ids, int skip_special, tok_buf *out);
+void tok_decode_ctx_free(tok_decode_ctx *ctx);
 /* Loads from the text of a tokenizer.json (used by the fuzzers). */
 lmc_status tok_load_json_text(const char *text, size_t len, const char *what, lmc_tokenizer **out);
 

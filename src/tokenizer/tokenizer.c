@@ -236,27 +236,43 @@ lmc_status lmc_tokenizer_encode(const lmc_tokenizer *tok, const char *text, size
 
 /* ---- decoding ---------------------------------------------------------- */
 
-lmc_status tok_decode_to_buf(const lmc_tokenizer *tok, const int32_t *ids, size_t n_ids,
-                             int skip_special, tok_buf *out) {
-    tok_list tokens = {0}, scratch = {0};
-    pcre2_match_data *md = pcre2_match_data_create(32, NULL);
-    lmc_status st = md ? LMC_OK : lmc_error(LMC_ERR_NOMEM, "tokenizer: out of memory");
+lmc_status tok_decode_with(const lmc_tokenizer *tok, tok_decode_ctx *ctx, const int32_t *ids,
+                           size_t n_ids, int skip_special, tok_buf *out) {
+    if (!ctx->md) ctx->md = pcre2_match_data_create(32, NULL);
+    lmc_status st = ctx->md ? LMC_OK : lmc_error(LMC_ERR_NOMEM, "tokenizer: out of memory");
+    tok_list *tokens = &ctx->tokens;
+    tok_list_clear(tokens);
+    tok_list_clear(&ctx->scratch);
     /* TokenizerImpl::decode drops ids without a token and, with
      * skip_special_tokens, the special added tokens. */
     for (size_t i = 0; st == LMC_OK && i < n_ids; i++) {
         int32_t id = ids[i];
         if (id < 0 || id >= tok->n_ids || !tok->id_str[id]) continue;
         if (skip_special && tok->id_special[id]) continue;
-        st = tok_list_push(&tokens, tok->id_str[id], tok->id_len[id], -1, false);
+        st = tok_list_push(tokens, tok->id_str[id], tok->id_len[id], -1, false);
     }
-    if (st == LMC_OK) st = tok_decode_chain(tok->decoder, &tokens, &scratch, md);
+    if (st == LMC_OK)
+        st = tok_decode_chain(tok->decoder, tokens, &ctx->scratch, &ctx->tmp, ctx->md);
     tok_buf_clear(out);
     if (st == LMC_OK) st = tok_buf_append(out, "", 0);
-    for (size_t i = 0; st == LMC_OK && i < tokens.n; i++)
-        st = tok_buf_append(out, tok_list_str(&tokens, i), tokens.v[i].len);
-    tok_list_free(&tokens);
-    tok_list_free(&scratch);
-    if (md) pcre2_match_data_free(md);
+    for (size_t i = 0; st == LMC_OK && i < tokens->n; i++)
+        st = tok_buf_append(out, tok_list_str(tokens, i), tokens->v[i].len);
+    return st;
+}
+
+void tok_decode_ctx_free(tok_decode_ctx *ctx) {
+    tok_list_free(&ctx->tokens);
+    tok_list_free(&ctx->scratch);
+    tok_buf_free(&ctx->tmp);
+    if (ctx->md) pcre2_match_data_free(ctx->md);
+    ctx->md = NULL;
+}
+
+lmc_status tok_decode_to_buf(const lmc_tokenizer *tok, const int32_t *ids, size_t n_ids,
+                             int skip_special, tok_buf *out) {
+    tok_decode_ctx ctx = {0};
+    lmc_status st = tok_decode_with(tok, &ctx, ids, n_ids, skip_special, out);
+    tok_decode_ctx_free(&ctx);
     return st;
 }
 
