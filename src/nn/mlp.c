@@ -5,22 +5,56 @@
 #include <stdlib.h>
 #include <string.h>
 
-void lmc_activation_apply(lmc_activation act, float *x, int64_t n) {
+static void act_range(lmc_activation act, float *x, const float *u, int64_t b, int64_t e) {
     switch (act) {
     case LMC_ACT_SILU:
-        for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+        for (int64_t i = b; i < e; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
         break;
     case LMC_ACT_GELU_TANH: /* transformers GELUTanh / PytorchGELUTanh */
-        for (int64_t i = 0; i < n; i++) {
+        for (int64_t i = b; i < e; i++) {
             float v = x[i];
             x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
         }
         break;
     case LMC_ACT_GELU:
-        for (int64_t i = 0; i < n; i++)
+        for (int64_t i = b; i < e; i++)
             x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.7071067811865476f));
         break;
     }
+    if (u)
+        for (int64_t i = b; i < e; i++) x[i] *= u[i];
+}
+
+typedef struct act_job {
+    lmc_activation act;
+    float *x;
+    const float *u;
+} act_job;
+
+#define ACT_CHUNK 2048
+
+static void act_body(void *ctx, int64_t b, int64_t e, int worker) {
+    (void)worker;
+    const act_job *j = ctx;
+    act_range(j->act, j->x, j->u, b * ACT_CHUNK, e * ACT_CHUNK);
+}
+
+/* x = act(x) (times u when u is not NULL), elementwise: the same values
+ * however the work is split, so long rows go to the thread pool (a prefill
+ * batch's activations are millions of exps). */
+static void act_apply(lmc_activation act, float *x, const float *u, int64_t n) {
+    int64_t chunks = n / ACT_CHUNK;
+    if (chunks < 2) {
+        act_range(act, x, u, 0, n);
+        return;
+    }
+    act_job j = {act, x, u};
+    lmc_parallel_for(chunks, 1, act_body, &j);
+    act_range(act, x, u, chunks * ACT_CHUNK, n);
+}
+
+void lmc_activation_apply(lmc_activation act, float *x, int64_t n) {
+    act_apply(act, x, NULL, n);
 }
 
 lmc_status lmc_mlp_forward(const lmc_mlp *m, const float *x, int64_t T, float *y) {
@@ -49,14 +83,12 @@ lmc_status lmc_mlp_forward(const lmc_mlp *m, const float *x, int64_t T, float *y
             memcpy(gu + t * I, both + t * 2 * I + I, (size_t)I * sizeof(float));
         }
         lmc_tmp_put(both, owned2);
-        lmc_activation_apply(m->act, g, T * I);
-        for (int64_t i = 0; i < T * I; i++) g[i] *= u[i];
+        act_apply(m->act, g, u, T * I);
     } else {
         const lmc_linear *ls[2] = {&m->gate, &m->up};
         float *ys[2] = {g, u};
         lmc_linear_forward_multi(ls, 2, x, T, ys);
-        lmc_activation_apply(m->act, g, T * I);
-        for (int64_t i = 0; i < T * I; i++) g[i] *= u[i];
+        act_apply(m->act, g, u, T * I);
     }
     lmc_linear_forward(&m->down, g, T, y);
     lmc_tmp_put(g, owned);
