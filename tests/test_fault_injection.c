@@ -151,18 +151,23 @@ static lmc_status path_template(void) {
     return st;
 }
 
+static const int32_t prompt[] = {0, 303, 394, 395, 18};
+
+static void sampling_params(lmc_generate_params *p, int32_t max_tokens) {
+    lmc_generate_params_default(p);
+    p->max_tokens = max_tokens;
+    p->seed = 7;
+    p->temperature = 0.7f;
+    p->top_p = 0.9f;
+    p->repetition_penalty = 1.1f;
+}
+
 static lmc_status path_generate(void) {
     lmc_session *s = NULL;
     lmc_status st = lmc_session_create(g_model, 64, &s);
     if (st != LMC_OK) return st;
     lmc_generate_params p;
-    lmc_generate_params_default(&p);
-    p.max_tokens = 8;
-    p.seed = 7;
-    p.temperature = 0.7f;
-    p.top_p = 0.9f;
-    p.repetition_penalty = 1.1f;
-    const int32_t prompt[] = {0, 303, 394, 395, 18};
+    sampling_params(&p, 8);
     lmc_generate_result r = {0};
     st = lmc_generate(s, g_tok, prompt, 5, &p, NULL, NULL, &r);
     if (st == LMC_OK) keep(r.tokens, (size_t)r.n_tokens * sizeof *r.tokens);
@@ -177,14 +182,8 @@ static long generate_allocations(int32_t n) {
     lmc_session *s = NULL;
     assert_int_equal(lmc_session_create(g_model, 256, &s), LMC_OK);
     lmc_generate_params p;
-    lmc_generate_params_default(&p);
-    p.max_tokens = n;
+    sampling_params(&p, n);
     p.ignore_eos = 1;
-    p.seed = 7;
-    p.temperature = 0.7f;
-    p.top_p = 0.9f;
-    p.repetition_penalty = 1.1f;
-    const int32_t prompt[] = {0, 303, 394, 395, 18};
     lmc_generate_result r = {0};
     g_count = 0;
     g_fail_at = -1;
