@@ -107,18 +107,19 @@ static void check_rotating_with_sinks(int f16, int64_t hd) {
     for (int start = 0; start < P; start += B) {
         int nb = P - start < B ? P - start : B;
         assert_int_equal(lmc_kv_cache_reserve(&c, start + nb), LMC_OK);
-        static float kin[B][HD], vin[B][HD], qin[B][HD], oin[B][HD];
+        /* rows of hd floats */
+        static float kin[B * HD], vin[B * HD], qin[B * HD], oin[B * HD];
         for (int t = 0; t < nb; t++)
             for (int d = 0; d < hd; d++) {
-                kin[0][t * hd + d] = keys[start + t][d];
-                vin[0][t * hd + d] = vals[start + t][d];
+                kin[t * hd + d] = keys[start + t][d];
+                vin[t * hd + d] = vals[start + t][d];
                 q[t][d] = keys[(start + t) * 7 % P][d];
-                qin[0][t * hd + d] = q[t][d];
+                qin[t * hd + d] = q[t][d];
             }
-        lmc_kv_cache_store(&c, 0, start, &kin[0][0], &vin[0][0], nb);
-        assert_int_equal(lmc_attention(&ap, &c, 0, &qin[0][0], start, nb, &oin[0][0]), LMC_OK);
+        lmc_kv_cache_store(&c, 0, start, kin, vin, nb);
+        assert_int_equal(lmc_attention(&ap, &c, 0, qin, start, nb, oin), LMC_OK);
         for (int t = 0; t < nb; t++)
-            for (int d = 0; d < hd; d++) out[t][d] = oin[0][t * hd + d];
+            for (int d = 0; d < hd; d++) out[t][d] = oin[t * hd + d];
         c.length = start + nb;
         for (int t = 0; t < nb; t++) {
             int pos = start + t;
