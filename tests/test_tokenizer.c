@@ -280,6 +280,12 @@ static void test_errors(void **state) {
                       LMC_ERR_FORMAT, "invalid JSON");
     expect_load_error("{\"model\": {\"type\": \"BPE\"", LMC_ERR_FORMAT, "invalid JSON");
     expect_load_error("[1, 2]", LMC_ERR_FORMAT, "invalid JSON");
+    /* a sparse id would size the id table by itself: 5.3 GB from a 5 KB
+     * file (fuzz_tokenizer_load; added tokens take ids from the vocabulary's
+     * size up, as HF's, so only the vocabulary can be sparse) */
+    expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": "
+                      "666666666}, \"merges\": []}}",
+                      LMC_ERR_FORMAT, "token id 666666666 is far past the 2 tokens defined");
     expect_load_error("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}}}", LMC_ERR_UNSUPPORTED,
                       "WordPiece");
     expect_load_error("{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}", LMC_ERR_UNSUPPORTED,

@@ -40,6 +40,14 @@ static lmc_status build_id_table(lmc_tokenizer *tok) {
     for (size_t i = 0; i < tok->added.n; i++)
         if (tok->added.tokens[i].content && tok->added.tokens[i].id > max_id)
             max_id = tok->added.tokens[i].id;
+    /* The table is dense (13 bytes an id): ids far past the number of
+     * tokens would make a small file cost gigabytes (found by fuzzing). */
+    uint64_t defined = (uint64_t)tok->bpe.vocab.n + tok->added.n, allowed = 4 * defined + 65536;
+    if (max_id >= 0 && (uint64_t)max_id >= allowed)
+        return lmc_error(LMC_ERR_FORMAT,
+                         "tokenizer: token id %d is far past the %llu tokens defined (ids below "
+                         "%llu are accepted)",
+                         max_id, (unsigned long long)defined, (unsigned long long)allowed);
     tok->n_ids = max_id + 1;
     size_t n = (size_t)tok->n_ids ? (size_t)tok->n_ids : 1;
     tok->id_str = calloc(n, sizeof *tok->id_str);
