@@ -40,11 +40,12 @@ static void act_body(void *ctx, int64_t b, int64_t e, int worker) {
 }
 
 /* x = act(x) (times u when u is not NULL), elementwise: the same values
- * however the work is split, so long rows go to the thread pool (a prefill
- * batch's activations are millions of exps). */
+ * however the work is split, so a prefill batch's (millions of exps) goes to
+ * the thread pool; a decode step's stays on this thread (a join per layer
+ * costs more than it saves, most of all when a core is busy). */
 static void act_apply(lmc_activation act, float *x, const float *u, int64_t n) {
     int64_t chunks = n / ACT_CHUNK;
-    if (chunks < 2) {
+    if (chunks < 32) {
         act_range(act, x, u, 0, n);
         return;
     }
