@@ -280,6 +280,36 @@ static void test_errors(void **state) {
                       LMC_ERR_FORMAT, "invalid JSON");
     expect_load_error("{\"model\": {\"type\": \"BPE\"", LMC_ERR_FORMAT, "invalid JSON");
     expect_load_error("[1, 2]", LMC_ERR_FORMAT, "invalid JSON");
+    /* normalizers that multiply the text (Replace " " by a content with
+     * spaces, in a chain): a clear error, not a gigabyte (fuzz_tokenizer_load) */
+    {
+        lmc_tokenizer *tk =
+            load_text("{\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": ["
+                      "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"a "
+                      "b c d e f g h\"},"
+                      "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"a "
+                      "b c d e f g h\"},"
+                      "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"a "
+                      "b c d e f g h\"},"
+                      "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"a "
+                      "b c d e f g h\"},"
+                      "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"a "
+                      "b c d e f g h\"},"
+                      "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"a "
+                      "b c d e f g h\"},"
+                      "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"a "
+                      "b c d e f g h\"}]},"
+                      "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}");
+        assert_non_null(tk);
+        int32_t *ids = NULL;
+        size_t n = 0;
+        assert_int_equal(lmc_tokenizer_encode(tk, "x y", 3, 0, &ids, &n), LMC_ERR_LIMIT);
+        assert_non_null(strstr(lmc_last_error(), "the normalizers make 3 bytes"));
+        assert_null(ids);
+        assert_int_equal(lmc_tokenizer_encode(tk, "xy", 2, 0, &ids, &n), LMC_OK);
+        lmc_free(ids);
+        lmc_tokenizer_free(tk);
+    }
     /* a sparse id would size the id table by itself: 5.3 GB from a 5 KB
      * file (fuzz_tokenizer_load; added tokens take ids from the vocabulary's
      * size up, as HF's, so only the vocabulary can be sparse) */

@@ -176,6 +176,20 @@ static lmc_status strip(const tok_normalizer *n, const char *s, size_t len, tok_
     return tok_buf_append(out, s + b, e - b);
 }
 
+/* Normalized text may grow (NFKC, Prepend, Replace), but not without bound:
+ * a chain of Replace normalizers whose content holds their own pattern
+ * multiplies the text at each step (a 2 KB tokenizer.json made 5 bytes
+ * into a gigabyte; found by fuzzing). */
+static size_t growth_limit(size_t len) {
+    return len > (SIZE_MAX - 65536) / 64 ? SIZE_MAX : 64 * len + 65536;
+}
+
+static lmc_status too_long(size_t len) {
+    return lmc_error(LMC_ERR_LIMIT,
+                     "tokenizer: the normalizers make %zu bytes of input into more than %zu", len,
+                     growth_limit(len));
+}
+
 static lmc_status replace(const tok_normalizer *n, const char *s, size_t len, tok_buf *out,
                           pcre2_match_data *md) {
     size_t from = 0, ms, me;
@@ -187,6 +201,7 @@ static lmc_status replace(const tok_normalizer *n, const char *s, size_t len, to
         if ((st = tok_buf_append(out, s + from, ms - from)) != LMC_OK ||
             (st = tok_buf_append(out, n->text, n->text_len)) != LMC_OK)
             return st;
+        if (out->len > growth_limit(len)) return too_long(len);
         from = me;
     }
     return tok_buf_append(out, s + from, len - from);
@@ -221,6 +236,7 @@ lmc_status tok_normalize(const tok_normalizer *n, const char *s, size_t len, tok
             tok_buf t = *out;
             *out = tmp;
             tmp = t;
+            if (st == LMC_OK && out->len > growth_limit(len)) st = too_long(len);
         }
         tok_buf_free(&tmp);
         return st;
