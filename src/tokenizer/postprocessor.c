@@ -23,7 +23,7 @@ static lmc_status add_template(tok_postproc *p, const int32_t *ids, size_t n) {
     p->lens = l;
     int32_t *c = malloc((n ? n : 1) * sizeof *c);
     if (!c) return lmc_error(LMC_ERR_NOMEM, "tokenizer: out of memory");
-    memcpy(c, ids, n * sizeof *c);
+    if (n) memcpy(c, ids, n * sizeof *c); /* ids may be NULL when n is 0 (UBSan, fuzzing) */
     p->templates[p->n] = c;
     p->lens[p->n++] = n;
     return LMC_OK;
