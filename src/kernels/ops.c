@@ -169,14 +169,10 @@ void lmc_rmsnorm(const float *x, const lmc_tensor *w, float weight_offset, float
     }
 }
 
+/* expf of the shifted values with a double sum: the generic exp_sum, the
+ * exact one whatever the CPU (MoE routing, vision attention). */
 void lmc_softmax(float *x, int64_t n) {
-    float m = -INFINITY;
-    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
-    double s = 0;
-    for (int64_t i = 0; i < n; i++) {
-        x[i] = expf(x[i] - m);
-        s += x[i];
-    }
-    float inv = (float)(1.0 / s);
+    if (n < 1) return;
+    float inv = 1.0f / lmc_attn_kernels_generic()->exp_sum(x, n);
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
