@@ -2,6 +2,7 @@
  * parses is also turned into rope frequencies, as a model load would. */
 #include "models/model.h"
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lmc_model_config cfg;
     if (lmc_config_load_text((const char *)data, size, "fuzz/config.json", &cfg) != LMC_OK) {

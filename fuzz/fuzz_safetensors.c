@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lmc_safetensors st;
     if (lmc_safetensors_parse(data, size, "fuzz.safetensors", &st) != LMC_OK) {

@@ -16,6 +16,7 @@ static void check_text(const char *s) {
     if (!s || !serve_utf8_valid(s, strlen(s), NULL)) __builtin_trap();
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;
     serve_endpoint ep = (data[0] & 1) ? SERVE_COMPLETION : SERVE_CHAT;

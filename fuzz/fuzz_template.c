@@ -26,6 +26,7 @@ static json_t *context(void) {
     return json_loads(ctx, 0, &err);
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!g_vars) g_vars = context();
     if (size > 64 * 1024) return 0;

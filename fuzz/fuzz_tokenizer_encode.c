@@ -106,6 +106,7 @@ static char *expand(const char *cfg) {
     return buf;
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     int which = data[0] % 3;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lmc_tokenizer *tok = NULL;
     if (tok_load_json_text((const char *)data, size, "fuzz", &tok) != LMC_OK) return 0;

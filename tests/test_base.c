@@ -9,10 +9,13 @@
 #include "base/text.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void test_error_message(void **state) {
     (void)state;
@@ -82,6 +85,46 @@ static void test_parallel_for_covers_range_once(void **state) {
             free(c.hits);
         }
     }
+    lmc_set_num_threads(0);
+}
+
+static pthread_t g_sig_thread;
+static volatile sig_atomic_t g_sig_count;
+
+static void on_usr1(int sig) {
+    (void)sig;
+    g_sig_thread = pthread_self();
+    g_sig_count++;
+}
+
+/* A signal sent to the process while the application thread blocks it
+ * stays pending for that thread: no pool worker takes it (a Ctrl-C taken by
+ * a sleeping worker never woke lmc chat's pselect). */
+static void test_workers_leave_signals_to_the_application(void **state) {
+    (void)state;
+    lmc_set_num_threads(4);
+    pf_ctx c = {0};
+    c.hits = calloc(1000, sizeof(int));
+    lmc_parallel_for(1000, 1, pf_body, &c); /* the workers are running */
+    free(c.hits);
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, &old_sa);
+    sigset_t usr1, old;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &usr1, &old);
+    g_sig_count = 0;
+    kill(getpid(), SIGUSR1);
+    struct timespec pause = {0, 50 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    assert_int_equal(g_sig_count, 0);         /* no worker ran the handler */
+    pthread_sigmask(SIG_SETMASK, &old, NULL); /* delivered here, now */
+    assert_int_equal(g_sig_count, 1);
+    assert_true(pthread_equal(g_sig_thread, pthread_self()));
+    sigaction(SIGUSR1, &old_sa, NULL);
     lmc_set_num_threads(0);
 }
 
@@ -168,6 +211,7 @@ int main(void) {
         cmocka_unit_test(test_json_lookups),
         cmocka_unit_test(test_map_missing_file),
         cmocka_unit_test(test_parallel_for_covers_range_once),
+        cmocka_unit_test(test_workers_leave_signals_to_the_application),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

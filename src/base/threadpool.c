@@ -21,6 +21,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -142,11 +143,19 @@ static void pool_start(void) {
     if (n > 1) {
         p->threads = calloc((size_t)n - 1, sizeof(pthread_t));
         if (p->threads) {
+            /* Workers start with every signal blocked, so a process-directed
+             * signal (a Ctrl-C) goes to an application thread that waits for
+             * it: were it delivered to a sleeping worker, a caller blocked
+             * in pselect or sigwait would never see it. */
+            sigset_t all, old;
+            sigfillset(&all);
+            pthread_sigmask(SIG_SETMASK, &all, &old);
             for (int i = 1; i < n; i++) {
                 if (pthread_create(&p->threads[i - 1], NULL, worker_main, (void *)(intptr_t)i) != 0)
                     break;
                 p->n_threads++;
             }
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
         }
     }
     atomic_store(&g_started, true);

@@ -410,7 +410,6 @@ static lmc_status split_chars(const tok_bpe *bpe, const char *w, size_t n, tok_b
                               size_t *ns) {
     bool affix = (bpe->prefix && *bpe->prefix) || (bpe->suffix && *bpe->suffix);
     int32_t unk = -1;
-    uint32_t unk_len = 0;
     lmc_status st;
     *ns = 0;
     if (!affix && n > s->sym_cap) {
@@ -462,12 +461,10 @@ static lmc_status split_chars(const tok_bpe *bpe, const char *w, size_t n, tok_b
             }
         }
         if (bpe->unk_id >= 0) {
-            if (unk >= 0 && bpe->fuse_unk) {
-                unk_len += (uint32_t)cl;
-            } else {
+            /* a fused unk covers the whole run of unknown characters */
+            if (unk < 0 || !bpe->fuse_unk) {
                 if (unk >= 0 && (st = add_symbol(s, ns, unk)) != LMC_OK) return st;
                 unk = bpe->unk_id;
-                unk_len = (uint32_t)cl;
             }
         }
         /* Without unk_token HF silently drops the character. */
