@@ -59,8 +59,9 @@ class Server:
         return "http://127.0.0.1:%d" % self.port
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
-        """Sends sig and returns the exit status (killing it after timeout)."""
-        if self.proc.poll() is None:
+        """Sends sig (None: none, only waits) and returns the exit status
+        (killing it after timeout)."""
+        if sig is not None and self.proc.poll() is None:
             self.proc.send_signal(sig)
         try:
             rc = self.proc.wait(timeout)

@@ -388,10 +388,36 @@ def test_pty_interrupt(tmp):
             t.p.wait()
 
 
-def test_pipe_sigint(tmp):
-    """In pipe mode a Ctrl-C (SIGINT) while waiting for input exits 130."""
+TGKILL = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine)
+
+
+def tgkill(pid, tid, sig):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.syscall(TGKILL, pid, tid, sig) == 0
+
+
+def other_threads_taking(pid, sig):
+    """The threads of pid but its main one that do not block sig."""
+    out = []
+    for t in os.listdir(f"/proc/{pid}/task"):
+        if int(t) == pid:
+            continue
+        with open(f"/proc/{pid}/task/{t}/status") as f:
+            blk = [int(ln.split()[1], 16) for ln in f if ln.startswith("SigBlk:")][0]
+        if not blk & (1 << (sig - 1)):
+            out.append(int(t))
+    return out
+
+
+def test_pipe_sigint(tmp, to_other_thread=False):
+    """In pipe mode a Ctrl-C (SIGINT) while waiting for input exits 130;
+    also when the kernel hands it to a thread other than the reading one
+    (an OpenBLAS worker, which does not block signals)."""
+    what = "pipe SIGINT to another thread" if to_other_thread else "pipe SIGINT"
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="2")
     p = subprocess.Popen(BASE + SHORT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE)
+                         stderr=subprocess.PIPE, env=env)
     try:
         p.stdin.write(b"/stats\n")
         p.stdin.flush()
@@ -404,10 +430,20 @@ def test_pipe_sigint(tmp):
                 if not chunk:
                     break
                 err += chunk
-        check(b"conversation:" in err, "pipe SIGINT: the REPL answers first", repr(err))
-        p.send_signal(signal.SIGINT)
-        rc = p.wait(timeout=15)
-        check(rc == 130, "pipe SIGINT: exits 130", f"rc {rc}")
+        check(b"conversation:" in err, what + ": the REPL answers first", repr(err))
+        if to_other_thread:
+            others = other_threads_taking(p.pid, signal.SIGINT)
+            if not TGKILL or not others:
+                print(f"SKIP: {what}: no other thread or no tgkill here")
+                return
+            check(tgkill(p.pid, others[0], signal.SIGINT), what + ": tgkill")
+        else:
+            p.send_signal(signal.SIGINT)
+        try:
+            rc = p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            rc = "none after 15 s"
+        check(rc == 130, what + ": exits 130", f"rc {rc}")
     finally:
         if p.poll() is None:
             p.kill()
@@ -433,7 +469,9 @@ def main():
         for name, fn in [("turns and the prompt cache", test_turns_and_cache),
                          ("/save and /load", test_save_load), ("bad /load", test_bad_load),
                          ("usage", lambda tmp: test_usage()), ("pty", test_pty),
-                         ("pty Ctrl-C", test_pty_interrupt), ("pipe SIGINT", test_pipe_sigint)]:
+                         ("pty Ctrl-C", test_pty_interrupt), ("pipe SIGINT", test_pipe_sigint),
+                         ("pipe SIGINT to another thread",
+                          lambda tmp: test_pipe_sigint(tmp, to_other_thread=True))]:
             t0 = time.monotonic()
             try:
                 fn(tmp)

@@ -10,6 +10,7 @@ graceful shutdown on SIGTERM / SIGINT (exit 0).
 
 Environment (set by ctest): LMC_CLI (build/lmc), LMC_SOURCE_DIR."""
 import json
+import os
 import signal
 import socket
 import sys
@@ -508,6 +509,31 @@ class AuthShutdownTest(unittest.TestCase):
             # the port is closed
             with self.assertRaises(OSError):
                 socket.create_connection(("127.0.0.1", srv.port), timeout=2)
+
+    def test_shutdown_signal_on_another_thread(self):
+        """A SIGTERM the kernel gives to a thread that does not block it
+        (OpenBLAS starts its workers before lmc blocks the signals) still
+        shuts down cleanly instead of ending the process there."""
+        import ctypes
+        nr = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine)
+        srv = Server("--threads", "1", env={"OPENBLAS_NUM_THREADS": "2"}).start()
+        pid = srv.proc.pid
+        takers = []
+        for t in os.listdir("/proc/%d/task" % pid):
+            if int(t) == pid:
+                continue  # the main thread, in sigwait
+            with open("/proc/%d/task/%s/status" % (pid, t)) as f:
+                blk = [int(l.split()[1], 16) for l in f if l.startswith("SigBlk:")][0]
+            if not blk & (1 << (signal.SIGTERM - 1)):
+                takers.append(int(t))
+        if not nr or not takers:
+            srv.stop()
+            self.skipTest("no thread here that takes SIGTERM, or no tgkill")
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.assertEqual(libc.syscall(nr, pid, takers[0], int(signal.SIGTERM)), 0)
+        rc = srv.stop(sig=None, timeout=20)
+        self.assertEqual(rc, 0, "".join(srv.lines))
+        self.assertIn("shutting down", "".join(srv.lines))
 
     def test_usage_errors(self):
         import subprocess

@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <langinfo.h>
 #include <locale.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,8 +23,13 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t g_interrupted, g_resized;
+static pthread_t g_main_thread; /* the one that reads the input */
 
 static void on_signal(int sig) {
+    /* The kernel gives a process-directed signal to any thread that does
+     * not block it (one of OpenBLAS's, say): pass it on, so that the read
+     * it has to interrupt (pselect, getline) is interrupted. */
+    if (!pthread_equal(pthread_self(), g_main_thread)) pthread_kill(g_main_thread, sig);
     if (sig == SIGINT)
         g_interrupted = 1;
     else
@@ -795,6 +801,7 @@ int cmd_chat(int argc, char **argv) {
     sigaction(SIGINT, NULL, &old_int);
     sigaction(SIGWINCH, NULL, &old_winch);
     g_interrupted = 0;
+    g_main_thread = pthread_self();
     g_tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     rc = g_tty ? repl_tty(&ch) : repl_pipe(&ch);
     sigaction(SIGINT, &old_int, NULL);

@@ -7,10 +7,19 @@
 #include "cli.h"
 #include "serve.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static pthread_t g_main_thread;
+
+/* Runs only on a thread that does not block SIGINT/SIGTERM: one a library
+ * started before ours blocked them (OpenBLAS's). Without it the signal's
+ * default action would end the process there and then; passed on, it is
+ * pending for the main thread's sigwait. */
+static void forward_signal(int sig) { pthread_kill(g_main_thread, sig); }
 
 int cmd_serve(int argc, char **argv) {
     const char *spec = NULL, *host = "127.0.0.1", *api_key = NULL;
@@ -67,6 +76,13 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    g_main_thread = pthread_self();
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward_signal;
+    sigfillset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     lmc_container *c = NULL;
