@@ -530,6 +530,57 @@ static void test_stream_strip_both_ends(void **state) {
     lmc_tokenizer_free(tok);
 }
 
+/* Regression (fuzzing: 24 s for one input): a window that never becomes
+ * stable (a long run of byte tokens, invalid bytes, ids that decode to
+ * nothing) is emitted after a bounded wait, so each push costs O(window);
+ * for valid runs the pieces still equal the full decode. */
+static void test_stream_bounded_wait(void **state) {
+    (void)state;
+    const char *json = "{\"decoder\": {\"type\": \"Sequence\", \"decoders\": ["
+                       "{\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}]},"
+                       "\"added_tokens\": [{\"id\": 3, \"content\": \"<s>\", "
+                       "\"special\": true}],"
+                       "\"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"vocab\": "
+                       "{\"<0x48>\": 0, \"<0xFF>\": 1, \"a\": 2, \"<s>\": 3}, \"merges\": []}}";
+    lmc_tokenizer *tok = load_text(json);
+    if (!tok) fail_msg("%s", lmc_last_error());
+    enum { N = 20000 };
+    int32_t *ids = malloc(N * sizeof *ids);
+    const int32_t runs[3] = {0, 1, 3}; /* 'H' bytes, invalid bytes, skipped specials */
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < N; i++) ids[i] = runs[k];
+        lmc_detokenizer *d = NULL;
+        assert_int_equal(lmc_detokenizer_create(tok, 1, &d), LMC_OK);
+        size_t total = 0;
+        int since = 0, longest = 0;
+        for (int i = 0; i < N; i++) {
+            const char *t;
+            size_t tl;
+            assert_int_equal(lmc_detokenizer_push(d, ids[i], &t, &tl), LMC_OK);
+            total += tl;
+            since = tl ? 0 : since + 1;
+            if (since > longest) longest = since;
+        }
+        lmc_detokenizer_free(d);
+        /* a piece at least every 32 ids, except for ids that decode to nothing */
+        if (k < 2) assert_true(longest < 40);
+        /* here the pieces still make the full decode ("HHH...", one U+FFFD
+         * per invalid byte, nothing) */
+        char *full = NULL;
+        size_t len = 0, slen = 0;
+        assert_int_equal(lmc_tokenizer_decode(tok, ids, N, 1, &full, &len), LMC_OK);
+        assert_int_equal(len, k == 0 ? N : k == 1 ? 3 * N : 0);
+        assert_true(total <= len);
+        char *streamed = stream_decode(tok, ids, N, 1, &slen);
+        assert_int_equal(slen, len);
+        if (len) assert_memory_equal(streamed, full, len);
+        free(streamed);
+        lmc_free(full);
+    }
+    free(ids);
+    lmc_tokenizer_free(tok);
+}
+
 static void test_cli(void **state) {
     (void)state;
     char dir[512], cmd[2048];
@@ -562,6 +613,7 @@ int main(void) {
         cmocka_unit_test(test_wordpiece_decoder_and_bytes),
         cmocka_unit_test(test_shared_models),
         cmocka_unit_test(test_stream_strip_both_ends),
+        cmocka_unit_test(test_stream_bounded_wait),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_qwen3),

@@ -6,11 +6,21 @@
  * After each emission the window restarts at the ids that produced it, so
  * the work per id is O(window), and context-dependent rules (Strip removing
  * the first space, Metaspace dropping the first "▁") cancel out in the
- * difference. The concatenation of the pieces equals the full decode. */
+ * difference. The concatenation of the pieces equals the full decode.
+ *
+ * Waiting is bounded: after DETOK_MAX_WAIT ids without an emission the
+ * window's text goes out as it is (a completed UTF-8 character needs at
+ * most 4 byte tokens; what else keeps a window open, a model emitting
+ * invalid bytes or tokens that decode to nothing, would otherwise make each
+ * push decode an ever longer window, O(n^2) over a reply). Only then may the
+ * pieces differ from the full decode: where a later byte token turns a
+ * longer run of byte tokens invalid. */
 #include "tok_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#define DETOK_MAX_WAIT 32
 
 struct lmc_detokenizer {
     const lmc_tokenizer *tok;
@@ -109,7 +119,9 @@ lmc_status lmc_detokenizer_push(lmc_detokenizer *d, int32_t id, const char **tex
     d->ids[d->n++] = id;
     lmc_status st = tok_decode_with(d->tok, &d->dec, d->ids, d->n, d->skip_special, &d->full);
     if (st != LMC_OK) return st;
-    if (d->full.len <= d->prefix.len || ends_with_replacement(&d->full) || last_is_byte_token(d))
+    if ((d->full.len <= d->prefix.len || ends_with_replacement(&d->full) ||
+         last_is_byte_token(d)) &&
+        d->n - d->ctx < DETOK_MAX_WAIT)
         return LMC_OK;
     if ((st = emit_tail(d, text, len)) != LMC_OK) return st;
     /* Slide. HF keeps only the ids of this emission; we keep one more
