@@ -88,6 +88,38 @@ static void test_parallel_for_covers_range_once(void **state) {
     lmc_set_num_threads(0);
 }
 
+static atomic_int g_other_chunks;
+
+static void slow_worker_body(void *ctx, int64_t b, int64_t e, int worker) {
+    (void)ctx, (void)b, (void)e;
+    if (worker != 0) {
+        atomic_fetch_add(&g_other_chunks, 1);
+        struct timespec t = {0, 10 * 1000 * 1000}; /* as if descheduled */
+        nanosleep(&t, NULL);
+    } else { /* 20 us of work: time for the worker to join */
+        double t0 = lmc_time_now();
+        while (lmc_time_now() - t0 < 20e-6) {
+        }
+    }
+}
+
+/* A worker that keeps the caller waiting (another process holds its core)
+ * makes the pool run such jobs on the caller alone, trying the pool again
+ * only now and then (after 16, 32, 64, ... jobs). */
+static void test_pool_runs_inline_when_workers_lag(void **state) {
+    (void)state;
+    lmc_set_num_threads(2);
+    int joined = 0;
+    for (int job = 0; job < 200; job++) {
+        atomic_store(&g_other_chunks, 0);
+        lmc_parallel_for(64, 1, slow_worker_body, NULL);
+        joined += atomic_load(&g_other_chunks) > 0;
+    }
+    /* always on the pool, the worker would take part in nearly all 200 */
+    if (joined > 10) fail_msg("the slow worker took part in %d of 200 jobs", joined);
+    lmc_set_num_threads(0);
+}
+
 static pthread_t g_sig_thread;
 static volatile sig_atomic_t g_sig_count;
 
@@ -212,6 +244,7 @@ int main(void) {
         cmocka_unit_test(test_map_missing_file),
         cmocka_unit_test(test_parallel_for_covers_range_once),
         cmocka_unit_test(test_workers_leave_signals_to_the_application),
+        cmocka_unit_test(test_pool_runs_inline_when_workers_lag),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

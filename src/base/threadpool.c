@@ -49,6 +49,7 @@ typedef struct pool {
     void *ctx;
     int64_t n, chunk, n_chunks;
     atomic_llong next_chunk;
+    struct job_stat *stats; /* [STAT_SLOTS], job_mu held */
 } pool;
 
 static pool g_pool = {.job_mu = PTHREAD_MUTEX_INITIALIZER};
@@ -63,6 +64,70 @@ static void run_chunks(pool *p, int worker) {
         int64_t b = c * p->chunk;
         int64_t e = b + p->chunk < p->n ? b + p->chunk : p->n;
         p->fn(p->ctx, b, e, worker);
+    }
+}
+
+/* Which jobs pay to run on the pool: per kind of job (body and size; a
+ * decode step runs the same few hundred each token), the wall time on the
+ * pool and on the caller alone, as moving averages; each kind runs the
+ * faster way and now and then tries the other: after PROBE_MIN runs, and
+ * twice as many after each try that did not change the verdict (up to
+ * PROBE_MAX), so a loser far behind costs little. On a quiet machine the
+ * pool wins all but the smallest jobs; when another process holds a core, a
+ * descheduled worker makes jobs on the pool slower than on the caller
+ * alone (5-10x in decode), and they run inline until that changes. */
+#define STAT_SLOTS 128
+#define PROBE_MIN 16
+#define PROBE_MAX 2048
+typedef struct job_stat {
+    lmc_range_fn fn;
+    int64_t n;
+    double t[2];          /* seconds: [0] inline, [1] on the pool; 0 = not measured */
+    uint32_t left, every; /* runs to the next try of the other way, and the interval */
+    bool probing;         /* this run tries the other way */
+} job_stat;
+
+static job_stat *job_stat_of(pool *p, lmc_range_fn fn, int64_t n) {
+    if (!p->stats && !(p->stats = calloc(STAT_SLOTS, sizeof *p->stats))) return NULL;
+    uint64_t h = ((uint64_t)(uintptr_t)fn >> 4) * 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
+    h *= 0xBF58476D1CE4E5B9ull;
+    job_stat *js = &p->stats[(h >> 32) % STAT_SLOTS];
+    if (js->fn != fn || js->n != n) *js = (job_stat){.fn = fn, .n = n, .every = PROBE_MIN};
+    return js;
+}
+
+/* true: run this job on the pool */
+static bool choose_pool(job_stat *js) {
+    if (!js) return true;
+    js->probing = false;
+    if (js->t[1] == 0) return true;
+    if (js->t[0] == 0) return false;
+    bool pool_wins = js->t[1] <= js->t[0];
+    if (js->left > 0) {
+        js->left--;
+        return pool_wins;
+    }
+    js->probing = true;
+    return !pool_wins;
+}
+
+static void record(job_stat *js, int on_pool, double dt) {
+    if (!js) return;
+    bool pool_won = js->t[1] <= js->t[0];
+    double *t = &js->t[on_pool];
+    if (*t == 0) {
+        *t = dt > 0 ? dt : 1e-9;
+    } else {
+        /* one slow run (an interrupt) moves the average by at most a
+         * quarter; faster runs count double */
+        double x = dt > 2 * *t ? 2 * *t : dt;
+        *t += (x - *t) * (x < *t ? 0.5 : 0.25);
+    }
+    bool same = (js->t[1] <= js->t[0]) == pool_won;
+    if (js->probing || !same) {
+        /* a verdict that changed is checked again soon */
+        js->every = !same ? PROBE_MIN : js->every < PROBE_MAX ? js->every * 2 : PROBE_MAX;
+        js->left = js->every;
     }
 }
 
@@ -185,6 +250,8 @@ void lmc_set_num_threads(int n) {
     pthread_mutex_lock(&g_pool.job_mu);
     g_requested_threads = n < 0 ? 0 : n;
     pool_stop();
+    free(g_pool.stats); /* the timings were for the old pool's size */
+    g_pool.stats = NULL;
     pthread_mutex_unlock(&g_pool.job_mu);
     pthread_mutex_unlock(&g_init_mu);
 }
@@ -222,6 +289,14 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
         fn(ctx, 0, n, 0);
         return;
     }
+    job_stat *js = job_stat_of(p, fn, n);
+    double t0 = lmc_time_now();
+    if (!choose_pool(js)) { /* job_mu stays held: others run inline meanwhile */
+        fn(ctx, 0, n, 0);
+        record(js, 0, lmc_time_now() - t0);
+        pthread_mutex_unlock(&p->job_mu);
+        return;
+    }
     /* About four chunks per worker balances load without much overhead. */
     int64_t chunk = (n + (int64_t)workers * 4 - 1) / ((int64_t)workers * 4);
     if (chunk < grain) chunk = grain;
@@ -255,5 +330,6 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
             sched_yield();
         }
     }
+    record(js, 1, lmc_time_now() - t0);
     pthread_mutex_unlock(&p->job_mu);
 }
