@@ -19,7 +19,9 @@ static pthread_t g_main_thread;
  * started before ours blocked them (OpenBLAS's). Without it the signal's
  * default action would end the process there and then; passed on, it is
  * pending for the main thread's sigwait. */
-static void forward_signal(int sig) { pthread_kill(g_main_thread, sig); }
+static void forward_signal(int sig) {
+    pthread_kill(g_main_thread, sig);
+}
 
 int cmd_serve(int argc, char **argv) {
     const char *spec = NULL, *host = "127.0.0.1", *api_key = NULL;
