@@ -7,7 +7,11 @@
  * best of repeated bursts (the machine may be shared). A plain read
  * of a 256 MiB buffer gives the machine's streaming bandwidth for reference.
  *
- * usage: bench_qmatvec [seconds-per-case (default 1)] */
+ * usage: bench_qmatvec [seconds-per-case (default 1)]
+ *        bench_qmatvec ab [rounds (default 5)]: the decode matvec (4 and 8
+ *        bits, T = 1, cold) on the AVX-512 and the AVX2 kernels, alternating,
+ *        with the ratio of each round (machines are noisy: compare in one run) */
+#include "kernels/gemm_internal.h"
 #include "kernels/quant.h"
 
 #include <stdio.h>
@@ -103,7 +107,49 @@ static double stream_read_gbs(int threads) {
     return (double)bytes / best / 1e9;
 }
 
+static int run_ab(int rounds) {
+    if (!gemm_isa_force(GEMM_AVX512)) {
+        printf("no AVX-512 here (or LMC_NO_AVX512): nothing to compare\n");
+        return 0;
+    }
+    static const int64_t shapes[][2] = {{2048, 2048}, {8192, 2048}, {2048, 8192}};
+    float *x = malloc(sizeof(float) * 8192), *y = malloc(sizeof(float) * 8192);
+    for (int i = 0; i < 8192; i++) x[i] = frand();
+    lmc_set_num_threads(1);
+    printf("%-4s %-11s %-5s %9s %9s %7s\n", "bits", "rows x cols", "round", "avx512", "avx2",
+           "ratio");
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (int si = 0; si < 3; si++) {
+            int64_t rows = shapes[si][0], cols = shapes[si][1];
+            bmat one;
+            if (bmat_make(&one, rows, cols, bits, 64) != 0) return 1;
+            uint64_t nb = lmc_qweight_nbytes(&one.w);
+            int ncold = (int)((256ull << 20) / nb) + 1;
+            bmat *cold = calloc((size_t)ncold, sizeof(bmat));
+            cold[0] = one;
+            for (int i = 1; i < ncold; i++)
+                if (bmat_make(&cold[i], rows, cols, bits, 64) != 0) return 1;
+            for (int r = 0; r < rounds; r++) {
+                double t[2];
+                for (int k = 0; k < 2; k++) {
+                    int isa = (r & 1) ^ k ? GEMM_AVX2 : GEMM_AVX512; /* order alternates */
+                    gemm_isa_force(isa);
+                    t[isa == GEMM_AVX2] = time_calls(cold, ncold, x, 1, y, 0.3);
+                }
+                printf("%-4d %5lldx%-5lld %-5d %9.2f %9.2f %7.3f\n", bits, (long long)rows,
+                       (long long)cols, r, (double)nb / t[0] / 1e9, (double)nb / t[1] / 1e9,
+                       t[1] / t[0]);
+            }
+            for (int i = 0; i < ncold; i++) bmat_free(&cold[i]);
+            free(cold);
+        }
+    gemm_isa_force(-1);
+    free(x), free(y);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "ab")) return run_ab(argc > 2 ? atoi(argv[2]) : 5);
     double budget = argc > 1 ? atof(argv[1]) : 1.0;
     if (budget <= 0) budget = 1.0;
     printf("streaming read of 256 MiB: %.1f GB/s (1 thread), %.1f GB/s (2 threads)\n",

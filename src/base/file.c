@@ -32,6 +32,13 @@ lmc_status lmc_map_file(const char *path, lmc_mapped_file *out) {
             close(fd);
             return lmc_error(LMC_ERR_IO, "%s: cannot map: %s", path, strerror(e));
         }
+#ifdef MADV_HUGEPAGE
+        /* Weights are streamed once per token: where the kernel and file
+         * system can (Linux 6.16+ on ext4, XFS), pages read in through this
+         * mapping come as 2 MB folios mapped by one TLB entry each (a 1B
+         * 4-bit model: 330 entries instead of 170,000). Only a hint. */
+        if (st.st_size >= (off_t)8 << 20) (void)madvise(data, (size_t)st.st_size, MADV_HUGEPAGE);
+#endif
     }
     close(fd);
     out->data = data;

@@ -208,6 +208,7 @@ typedef struct qjob {
     float *y;
     int64_t ldy;
     bool avx2;
+    bool avx512; /* the integer path of 4-bit weights: q4_avx512() */
 } qjob;
 
 static void matvec_body(void *ctx, int64_t b, int64_t e, int worker) {
@@ -225,11 +226,21 @@ static void matvec_body(void *ctx, int64_t b, int64_t e, int worker) {
 static void matvec_q8_body(void *ctx, int64_t b, int64_t e, int worker) {
     const qjob *j = ctx;
     (void)worker;
+    if (j->T == 1 && j->w->bits == 4 && j->avx2 && j->w->cols % 64 == 0) {
+        /* these take a range their own way (rows a quarter apart) */
+        if (j->avx512)
+            quant_matvec_q4_avx512(j->w, j->r0 + b, j->r0 + e, &j->qx[0], j->y + b);
+        else
+            quant_matvec_q4_rows_avx2(j->w, j->r0 + b, j->r0 + e, &j->qx[0], j->y + b);
+        return;
+    }
     for (int64_t r = b; r < e; r += Q8_ROW_BLOCK) {
         int64_t re = r + Q8_ROW_BLOCK < e ? r + Q8_ROW_BLOCK : e;
         for (int64_t t = 0; t < j->T; t++) {
             float *yt = j->y + t * j->ldy + r;
-            if (j->avx2)
+            if (j->avx512)
+                quant_matvec_q4_avx512(j->w, j->r0 + r, j->r0 + re, &j->qx[t], yt);
+            else if (j->avx2)
                 quant_matvec_q8_avx2(j->w, j->r0 + r, j->r0 + re, &j->qx[t], yt);
             else
                 quant_matvec_q8_generic(j->w, j->r0 + r, j->r0 + re, &j->qx[t], yt);
@@ -280,14 +291,15 @@ static void group_sums(const float *x, int64_t ng, int g, float *gsum) {
 }
 
 /* Quantizes one token for the integer path (quant_qx) into h, l [cols],
- * d [cols/32], dexp [cols/64 * 8], gsum and corr [ngroups]. perm4: the order
- * of the AVX2 4-bit kernel, which reads 32 packed bytes (two blocks) at a
- * time as low nibbles (even columns) and high nibbles (odd columns): within
- * each pair of blocks (64 columns) h and l hold the even columns of block 0,
- * of block 1, then the odd columns of block 0, of block 1; an unpaired last
- * block holds its even then its odd columns. false when x has a NaN or
- * infinity (the caller then takes the exact path, which propagates them). */
-static bool quantize_token(const float *x, int64_t cols, int g, bool perm4, int8_t *xh, int8_t *xl,
+ * d [cols/32], dexp [cols/64 * 8], gsum and corr [ngroups]. span > 0: the
+ * order of the 4-bit SIMD kernels, which read span * 16 packed bytes (span
+ * blocks: 2 for AVX2, 4 for AVX-512) at a time as low nibbles (even columns)
+ * and high nibbles (odd columns): within each span of blocks h and l hold
+ * the even columns of block 0, of block 1, ..., then the odd columns of
+ * block 0, of block 1, ...; blocks of a last, incomplete span hold their
+ * even then their odd columns each. false when x has a NaN or infinity (the
+ * caller then takes the exact path, which propagates them). */
+static bool quantize_token(const float *x, int64_t cols, int g, int span, int8_t *xh, int8_t *xl,
                            float *d, float *dexp, float *gsum, float *corr) {
     const int64_t nb = cols / QUANT_QBLOCK;
     const int bpg = g / QUANT_QBLOCK;
@@ -318,13 +330,13 @@ static bool quantize_token(const float *x, int64_t cols, int g, bool perm4, int8
             sum += v;
         }
         int64_t pair = k / 2, half = k & 1;
-        if (perm4 && 2 * pair + 1 < nb) {
-            int64_t o = pair * 64 + half * 16;
+        if (span && (k / span + 1) * span <= nb) {
+            int64_t o = k / span * span * QUANT_QBLOCK + k % span * 16, odd = span * 16;
             for (int i = 0; i < 16; i++) {
-                xh[o + i] = h[2 * i], xh[o + 32 + i] = h[2 * i + 1];
-                xl[o + i] = l[2 * i], xl[o + 32 + i] = l[2 * i + 1];
+                xh[o + i] = h[2 * i], xh[o + odd + i] = h[2 * i + 1];
+                xl[o + i] = l[2 * i], xl[o + odd + i] = l[2 * i + 1];
             }
-        } else if (perm4) {
+        } else if (span) {
             int64_t o = k * QUANT_QBLOCK;
             for (int i = 0; i < 16; i++) {
                 xh[o + i] = h[2 * i], xh[o + 16 + i] = h[2 * i + 1];
@@ -356,6 +368,11 @@ typedef struct qtokens {
     quant_qx *qx; /* [T] */
 } qtokens;
 
+/* The AVX-512 4-bit matvec takes w (on AVX-512 unless forced lower). */
+static bool q4_avx512(const lmc_qweight *w) {
+    return w->bits == 4 && w->cols % 128 == 0 && gemm_isa_active() == GEMM_AVX512;
+}
+
 /* Quantizes T tokens of x for weights like w; false (nothing to free) when
  * x has a non-finite value or the scratch cannot be allocated. */
 static bool quantize_tokens(const lmc_qweight *w, const float *x, int64_t T, bool avx2,
@@ -372,12 +389,12 @@ static bool quantize_tokens(const lmc_qweight *w, const float *x, int64_t T, boo
     if (!scratch) return false;
     quant_qx *qx = (quant_qx *)scratch;
     uint8_t *base = scratch + head;
-    bool perm4 = avx2 && w->bits == 4;
+    const int span = !avx2 || w->bits != 4 ? 0 : q4_avx512(w) ? 4 : 2;
     bool ok = true;
     for (int64_t t = 0; t < T && ok; t++) {
         float *f = (float *)(base + (size_t)t * tok_bytes);
         int8_t *h = (int8_t *)f + fbytes, *l = h + qbytes;
-        ok = quantize_token(x + t * cols, cols, w->group_size, perm4, h, l, f, f + nb,
+        ok = quantize_token(x + t * cols, cols, w->group_size, span, h, l, f, f + nb,
                             f + nb + npair * 8, f + nb + npair * 8 + ng);
         qx[t] = (quant_qx){.h = h,
                            .l = l,
@@ -452,7 +469,8 @@ void lmc_qmatmul_multi(const lmc_qweight *const *ws, int n, const float *x, int6
                                     .T = T,
                                     .y = ys[i],
                                     .ldy = ws[i]->rows,
-                                    .avx2 = avx2};
+                                    .avx2 = avx2,
+                                    .avx512 = avx2 && q4_avx512(ws[0])};
                     m.first[i + 1] = m.first[i] + ws[i]->rows;
                 }
                 lmc_parallel_for(m.first[n], row_grain(ws[0]), multi_q8_body, &m);
@@ -485,6 +503,7 @@ void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float 
                   .y = y,
                   .ldy = ldy,
                   .avx2 = quant_use_avx2()};
+        j.avx512 = j.avx2 && q4_avx512(w);
         if (qmatmul_fast(&j)) return;
     }
     /* prefill: the blocked int8 GEMM (qgemm.c) */

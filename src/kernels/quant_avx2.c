@@ -379,6 +379,88 @@ void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const qu
     }
 }
 
+/* 4 bits, one token, cols % 64 == 0: four rows at a time, a quarter of the
+ * range apart (each a sequential stream of its own), so that each load of x
+ * serves four rows; the integers of q4_pair. */
+#define Q4_ROWS 4
+static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, int64_t r0,
+                                                          int64_t stride, const int nr,
+                                                          const quant_qx *x, float *y) {
+    const int g = w->group_size;
+    const int64_t ng = quant_groups(w), row_bytes = quant_row_words(w) * 4;
+    const size_t ss = quant_scale_size(w->scale_dtype);
+    const int shift = g == 128 ? 1 : 0;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i c255 = _mm256_set1_epi16(255);
+    _Alignas(32) float sc[Q4_ROWS][SEG_GROUPS], bi[Q4_ROWS][SEG_GROUPS];
+    const uint8_t *rp[Q4_ROWS];
+    __m256 acc[Q4_ROWS], bt[Q4_ROWS];
+    float tail[Q4_ROWS];
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) {
+        rp[i] = (const uint8_t *)w->packed + (r0 + i * stride) * row_bytes;
+        acc[i] = _mm256_setzero_ps(), bt[i] = _mm256_setzero_ps(), tail[i] = 0.0f;
+        if (r0 + i * stride + Q8_PREFETCH_ROWS < w->rows) {
+            size_t off = (size_t)((r0 + i * stride + Q8_PREFETCH_ROWS) * ng) * ss;
+            for (size_t b = 0; b < (size_t)ng * ss; b += 64) {
+                _mm_prefetch((const char *)w->scales + off + b, _MM_HINT_T0);
+                _mm_prefetch((const char *)w->biases + off + b, _MM_HINT_T0);
+            }
+        }
+    }
+    for (int64_t j0 = 0; j0 < ng; j0 += SEG_GROUPS) {
+        const int n = (int)(ng - j0 < SEG_GROUPS ? ng - j0 : SEG_GROUPS);
+#pragma GCC unroll 4
+        for (int i = 0; i < nr; i++) {
+            load_scales(w->scales, w->scale_dtype, (r0 + i * stride) * ng + j0, n, sc[i]);
+            load_scales(w->biases, w->scale_dtype, (r0 + i * stride) * ng + j0, n, bi[i]);
+        }
+        const int64_t c0 = j0 * g, np = (int64_t)n * g / 64; /* pairs of blocks */
+        const int8_t *xh = x->h + c0, *xl = x->l + c0;
+        const float *dexp = x->dexp + c0 / 64 * 8;
+        for (int64_t pp = 0; pp < np; pp++) {
+            const __m256i h0 = _mm256_loadu_si256((const __m256i *)xh);
+            const __m256i h1 = _mm256_loadu_si256((const __m256i *)(xh + 32));
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)xl);
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(xl + 32));
+            const __m256 de = _mm256_loadu_ps(dexp);
+            const int64_t off = c0 / 2 + pp * 32;
+#pragma GCC unroll 4
+            for (int i = 0; i < nr; i++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(rp[i] + off));
+                __m256i lo = _mm256_and_si256(v, m4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                __m256i sh =
+                    _mm256_add_epi16(_mm256_maddubs_epi16(lo, h0), _mm256_maddubs_epi16(hi, h1));
+                __m256i sl =
+                    _mm256_add_epi16(_mm256_maddubs_epi16(lo, l0), _mm256_maddubs_epi16(hi, l1));
+                __m256i s32 =
+                    _mm256_add_epi32(_mm256_madd_epi16(sh, c255), _mm256_madd_epi16(sl, ones));
+                __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(s32), de);
+                acc[i] = _mm256_fmadd_ps(t, pair_scale(sc[i], pp, g, shift), acc[i]);
+            }
+            xh += 64, xl += 64, dexp += 8;
+        }
+        const float *gs = x->gsum + j0;
+#pragma GCC unroll 4
+        for (int i = 0; i < nr; i++) {
+            int j = 0;
+            for (; j + 8 <= n; j += 8)
+                bt[i] = _mm256_fmadd_ps(_mm256_loadu_ps(bi[i] + j), _mm256_loadu_ps(gs + j), bt[i]);
+            for (; j < n; j++) tail[i] += bi[i][j] * gs[j];
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) y[i * stride] = hsum256(acc[i]) + (hsum256(bt[i]) + tail[i]);
+}
+
+void quant_matvec_q4_rows_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
+                               float *y) {
+    const int64_t q = (r1 - r0) / Q4_ROWS;
+    for (int64_t k = 0; k < q; k++) rows_q4(w, r0 + k, q, Q4_ROWS, x, y + k);
+    for (int64_t r = r0 + q * Q4_ROWS; r < r1; r++) rows_q4(w, r, 1, 1, x, y + (r - r0));
+}
+
 /* ---- several tokens: dequantize a tile, then dense -------------------------------- */
 
 void quant_dequant_tile_avx2(const lmc_qweight *w, int64_t r0, int nr, int64_t c0, int64_t nc,
@@ -494,6 +576,11 @@ void quant_dense_tile_avx2(const float *buf, int nr, int64_t nc, const float *x,
 }
 
 #else /* no AVX2 at compile time: never called (quant_use_avx2 is false) */
+
+void quant_matvec_q4_rows_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
+                               float *y) {
+    (void)w, (void)r0, (void)r1, (void)x, (void)y;
+}
 
 void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
                           float *y) {

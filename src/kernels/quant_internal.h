@@ -101,6 +101,14 @@ void quant_matvec_q8_generic(const lmc_qweight *w, int64_t r0, int64_t r1, const
                              float *y);
 void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
                           float *y);
+/* 4 bits, cols % 64 == 0, AVX2, one token: four rows at a time, a quarter
+ * of the range apart (quant_avx2.c); h and l as for quant_matvec_q8_avx2. */
+void quant_matvec_q4_rows_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
+                               float *y);
+/* 4 bits, cols % 128 == 0, AVX-512 VNNI (quant_avx512.c): h and l permuted
+ * per 128 columns (quantize_token's span of 4 blocks). */
+void quant_matvec_q4_avx512(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
+                            float *y);
 
 /* The T = 1 AVX2 kernels read x permuted within each block of
  * QUANT_PERM_BLOCK columns (quant.c's x_permutation says how). */
