@@ -169,6 +169,7 @@ static void test_qgemm_paths(void **state) {
         {4, 128, LMC_DTYPE_F32, 33, 640, 70}, {8, 128, LMC_DTYPE_F16, 17, 256, 11},
         {4, 64, LMC_DTYPE_F16, 5, 2048, 10},  {8, 64, LMC_DTYPE_BF16, 96, 64, 130},
         {4, 32, LMC_DTYPE_BF16, 1, 32, 9},    {8, 32, LMC_DTYPE_BF16, 3, 96, 2},
+        {4, 32, LMC_DTYPE_BF16, 9, 33024, 2}, /* > 1022 groups a row: scales per segment */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_q(&cases[i]);
 }
