@@ -218,6 +218,7 @@ static void pool_start(void) {
             for (int i = 1; i < n; i++) {
                 if (pthread_create(&p->threads[i - 1], NULL, worker_main, (void *)(intptr_t)i) != 0)
                     break;
+                pthread_setname_np(p->threads[i - 1], "lmc-worker"); /* for top, gdb, tests */
                 p->n_threads++;
             }
             pthread_sigmask(SIG_SETMASK, &old, NULL);
