@@ -57,25 +57,32 @@ static int g_requested_threads; /* 0 = default */
 static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool g_started;
 
-static void run_chunks(pool *p, int worker) {
+/* Runs chunks until none is left; returns how many it ran. */
+static long long run_chunks(pool *p, int worker) {
+    long long ran = 0;
     for (;;) {
         long long c = atomic_fetch_add(&p->next_chunk, 1);
         if (c >= p->n_chunks) break;
         int64_t b = c * p->chunk;
         int64_t e = b + p->chunk < p->n ? b + p->chunk : p->n;
         p->fn(p->ctx, b, e, worker);
+        ran++;
     }
+    return ran;
 }
 
 /* Which jobs pay to run on the pool: per kind of job (body and size; a
  * decode step runs the same few hundred each token), the wall time on the
- * pool and on the caller alone, as moving averages; each kind runs the
- * faster way and now and then tries the other: after PROBE_MIN runs, and
- * twice as many after each try that did not change the verdict (up to
- * PROBE_MAX), so a loser far behind costs little. On a quiet machine the
- * pool wins all but the smallest jobs; when another process holds a core, a
- * descheduled worker makes jobs on the pool slower than on the caller
- * alone (5-10x in decode), and they run inline until that changes. */
+ * pool and on the caller alone, as moving averages, and each kind runs the
+ * faster way. A run on the pool also estimates the time alone (the
+ * caller's pace over its own chunks, times all chunks), so while the pool
+ * wins nothing is spent on finding out; while the caller alone wins, the
+ * pool is tried again after PROBE_MIN runs, and twice as many after each
+ * try that did not change the verdict (up to PROBE_MAX). On a quiet
+ * machine the pool wins all but the smallest jobs; when another process
+ * holds a core, a descheduled worker makes jobs on the pool slower than on
+ * the caller alone (5-10x in decode), and they run inline until that
+ * changes. */
 #define STAT_SLOTS 128
 #define PROBE_MIN 16
 #define PROBE_MAX 2048
@@ -102,13 +109,13 @@ static bool choose_pool(job_stat *js) {
     js->probing = false;
     if (js->t[1] == 0) return true;
     if (js->t[0] == 0) return false;
-    bool pool_wins = js->t[1] <= js->t[0];
+    if (js->t[1] <= js->t[0]) return true;
     if (js->left > 0) {
         js->left--;
-        return pool_wins;
+        return false;
     }
     js->probing = true;
-    return !pool_wins;
+    return true;
 }
 
 static void record(job_stat *js, int on_pool, double dt) {
@@ -291,7 +298,7 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
         return;
     }
     job_stat *js = job_stat_of(p, fn, n);
-    double t0 = lmc_time_now();
+    const double t0 = lmc_time_now();
     if (!choose_pool(js)) { /* job_mu stays held: others run inline meanwhile */
         fn(ctx, 0, n, 0);
         record(js, 0, lmc_time_now() - t0);
@@ -317,7 +324,8 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
-    run_chunks(p, 0);
+    long long mine = run_chunks(p, 0);
+    const double t1 = lmc_time_now();
     /* no chunk left: close the job to late workers, wait for those inside
      * (running a chunk; yield after a while in case one was preempted) */
     atomic_fetch_or(&p->job, JOB_CLOSED);
@@ -332,5 +340,12 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
         }
     }
     record(js, 1, lmc_time_now() - t0);
+    if (js && mine > 0) {
+        /* the estimate alone: not a try, it changes no interval */
+        bool probing = js->probing;
+        js->probing = false;
+        record(js, 0, (t1 - t0) / (double)mine * (double)p->n_chunks);
+        js->probing = probing;
+    }
     pthread_mutex_unlock(&p->job_mu);
 }
