@@ -42,6 +42,23 @@ typedef struct qcase {
     int64_t rows, cols, T;
 } qcase;
 
+/* One output in double: the dot product, the sum of |x w| and the bound
+ * of the activation rounding (max|x| / vmax / 2 per group, times |w|). */
+static void reference(const float *xt, const double *wr, int64_t cols, int g, double vmax,
+                      double *ref, double *mag, double *qb) {
+    *ref = *mag = *qb = 0;
+    for (int64_t k = 0; k < cols; k += g) {
+        double amax = 0, sw = 0;
+        for (int i = 0; i < g; i++) {
+            *ref += (double)xt[k + i] * wr[k + i];
+            *mag += fabs((double)xt[k + i] * wr[k + i]);
+            amax = fmax(amax, fabs((double)xt[k + i]));
+            sw += fabs(wr[k + i]);
+        }
+        *qb += amax / vmax / 2.0 * sw;
+    }
+}
+
 /* Error bound of the int16 path for one output: the activation rounding
  * (|x - d v| <= d/2, d = max|x|/32767 per weight group) times |w|, plus f32
  * accumulation (1e-5 of sum |x w|). */
@@ -83,19 +100,9 @@ static void check_q(const qcase *c) {
             int bad = 0;
             for (int64_t t = 0; t < T; t++)
                 for (int64_t r = 0; r < rows; r++) {
-                    const float *xt = x + t * cols;
-                    const double *wr = deq + r * cols;
-                    double ref = 0, mag = 0, qb = 0;
-                    for (int64_t k = 0; k < cols; k += c->group) {
-                        double amax = 0, sw = 0;
-                        for (int i = 0; i < c->group; i++) {
-                            ref += (double)xt[k + i] * wr[k + i];
-                            mag += fabs((double)xt[k + i] * wr[k + i]);
-                            amax = fmax(amax, fabs((double)xt[k + i]));
-                            sw += fabs(wr[k + i]);
-                        }
-                        qb += amax / 32767.0 / 2.0 * sw;
-                    }
+                    double ref, mag, qb;
+                    reference(x + t * cols, deq + r * cols, cols, c->group, 32767.0, &ref, &mag,
+                              &qb);
                     double err = fabs(y[isa][t * rows + r] - ref);
                     if (!(err <= qb * 1.001 + 1e-5 * mag + 1e-30) && bad++ < 3)
                         print_error("%s %d-bit g%d %s [%lld x %lld] T %lld threads %d: t %lld r "
@@ -118,19 +125,9 @@ static void check_q(const qcase *c) {
             lmc_qmatmul(&w, x, Td, y[isa]);
             for (int64_t t = 0; t < Td; t++)
                 for (int64_t r = 0; r < rows; r++) {
-                    const float *xt = x + t * cols;
-                    const double *wr = deq + r * cols;
-                    double ref = 0, mag = 0, qb = 0;
-                    for (int64_t k = 0; k < cols; k += c->group) {
-                        double amax = 0, sw = 0;
-                        for (int i = 0; i < c->group; i++) {
-                            ref += (double)xt[k + i] * wr[k + i];
-                            mag += fabs((double)xt[k + i] * wr[k + i]);
-                            amax = fmax(amax, fabs((double)xt[k + i]));
-                            sw += fabs(wr[k + i]);
-                        }
-                        qb += amax / 32385.0 / 2.0 * sw;
-                    }
+                    double ref, mag, qb;
+                    reference(x + t * cols, deq + r * cols, cols, c->group, 32385.0, &ref, &mag,
+                              &qb);
                     double err = fabs(y[isa][t * rows + r] - ref);
                     if (!(err <= qb * 1.001 + 1e-5 * mag + 1e-30))
                         fail_msg("decode %s %d-bit g%d T %lld: t %lld r %lld: %.9g vs %.9g",

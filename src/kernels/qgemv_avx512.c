@@ -10,28 +10,10 @@
 #include "kernels/gemm_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#include <immintrin.h>
+#include "kernels/scales_avx512.h"
 
 #define NT 4
 #define SEG 64 /* groups whose scales are converted at a time */
-
-static void load_scales(const void *p, lmc_dtype dt, int64_t off, int n, float *out) {
-    int i = 0;
-    if (dt == LMC_DTYPE_BF16) {
-        const uint16_t *s = (const uint16_t *)p + off;
-        for (; i + 16 <= n; i += 16)
-            _mm512_storeu_ps(
-                out + i,
-                _mm512_castsi512_ps(_mm512_slli_epi32(
-                    _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(s + i))), 16)));
-    } else if (dt == LMC_DTYPE_F16) {
-        const uint16_t *s = (const uint16_t *)p + off;
-        for (; i + 16 <= n; i += 16)
-            _mm512_storeu_ps(out + i,
-                             _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i))));
-    }
-    for (; i < n; i++) out[i] = quant_load_scale(p, dt, off + i);
-}
 
 static inline __attribute__((always_inline)) void rows_kernel(const lmc_qweight *w, int64_t r0,
                                                               int nr, const qgemm_x *x, float *y,
@@ -49,8 +31,8 @@ static inline __attribute__((always_inline)) void rows_kernel(const lmc_qweight 
         for (int t = 0; t < nt; t++) f[t] = _mm512_setzero_ps(), bacc[t] = 0.0f;
         for (int64_t j0 = 0; j0 < ng; j0 += SEG) {
             const int n = (int)(ng - j0 < SEG ? ng - j0 : SEG);
-            load_scales(w->scales, w->scale_dtype, r * ng + j0, n, sc);
-            load_scales(w->biases, w->scale_dtype, r * ng + j0, n, bi);
+            load_scales_avx512(w->scales, w->scale_dtype, r * ng + j0, n, sc);
+            load_scales_avx512(w->biases, w->scale_dtype, r * ng + j0, n, bi);
             for (int j = 0; j < n; j++) {
                 const int64_t c0 = (j0 + j) * g;
                 __m512i acc[NT];

@@ -15,27 +15,10 @@
 #include "kernels/quant_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#include <immintrin.h>
+#include "kernels/scales_avx512.h"
 
 #define SEG 64          /* groups whose scales are converted at a time */
 #define PREFETCH_ROWS 8 /* rows ahead for the scales and biases */
-
-static void load_scales(const void *p, lmc_dtype dt, int64_t off, int n, float *out) {
-    int i = 0;
-    if (dt == LMC_DTYPE_BF16) {
-        const uint16_t *s = (const uint16_t *)p + off;
-        for (; i + 16 <= n; i += 16)
-            _mm512_store_ps(
-                out + i,
-                _mm512_castsi512_ps(_mm512_slli_epi32(
-                    _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(s + i))), 16)));
-    } else if (dt == LMC_DTYPE_F16) {
-        const uint16_t *s = (const uint16_t *)p + off;
-        for (; i + 16 <= n; i += 16)
-            _mm512_store_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i))));
-    }
-    for (; i < n; i++) out[i] = quant_load_scale(p, dt, off + i);
-}
 
 #define ROWS 4 /* rows at a time: each load of x serves all of them */
 
@@ -78,8 +61,8 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
         const int n = (int)(ng - j0 < SEG ? ng - j0 : SEG);
 #pragma GCC unroll 4
         for (int i = 0; i < nr; i++) {
-            load_scales(w->scales, w->scale_dtype, (r0 + i * stride) * ng + j0, n, sc[i]);
-            load_scales(w->biases, w->scale_dtype, (r0 + i * stride) * ng + j0, n, bi[i]);
+            load_scales_avx512(w->scales, w->scale_dtype, (r0 + i * stride) * ng + j0, n, sc[i]);
+            load_scales_avx512(w->biases, w->scale_dtype, (r0 + i * stride) * ng + j0, n, bi[i]);
         }
         const int64_t c0 = j0 * g, nch = (int64_t)n * g / 128;
         const int8_t *xh = x->h + c0, *xl = x->l + c0;
