@@ -118,18 +118,23 @@ static bool choose_pool(job_stat *js) {
     return true;
 }
 
-static void record(job_stat *js, int on_pool, double dt) {
-    if (!js) return;
-    bool pool_won = js->t[1] <= js->t[0];
-    double *t = &js->t[on_pool];
+static void average_in(double *t, double dt) {
     if (*t == 0) {
         *t = dt > 0 ? dt : 1e-9;
-    } else {
-        /* one slow run (an interrupt) moves the average by at most a
-         * quarter; faster runs count double */
-        double x = dt > 2 * *t ? 2 * *t : dt;
-        *t += (x - *t) * (x < *t ? 0.5 : 0.25);
+        return;
     }
+    /* one slow run (an interrupt) moves the average by at most a quarter;
+     * faster runs count double */
+    double x = dt > 2 * *t ? 2 * *t : dt;
+    *t += (x - *t) * (x < *t ? 0.5 : 0.25);
+}
+
+/* A run's times, alone and on the pool (0: none of that kind). */
+static void record(job_stat *js, double alone, double on_pool) {
+    if (!js) return;
+    bool pool_won = js->t[1] <= js->t[0];
+    if (alone > 0) average_in(&js->t[0], alone);
+    if (on_pool > 0) average_in(&js->t[1], on_pool);
     bool same = (js->t[1] <= js->t[0]) == pool_won;
     if (js->probing || !same) {
         /* a verdict that changed is checked again soon */
@@ -301,7 +306,7 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
     const double t0 = lmc_time_now();
     if (!choose_pool(js)) { /* job_mu stays held: others run inline meanwhile */
         fn(ctx, 0, n, 0);
-        record(js, 0, lmc_time_now() - t0);
+        record(js, lmc_time_now() - t0, 0);
         pthread_mutex_unlock(&p->job_mu);
         return;
     }
@@ -339,13 +344,7 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
             sched_yield();
         }
     }
-    record(js, 1, lmc_time_now() - t0);
-    if (js && mine > 0) {
-        /* the estimate alone: not a try, it changes no interval */
-        bool probing = js->probing;
-        js->probing = false;
-        record(js, 0, (t1 - t0) / (double)mine * (double)p->n_chunks);
-        js->probing = probing;
-    }
+    /* the caller's pace over its own chunks estimates the time alone */
+    record(js, mine > 0 ? (t1 - t0) / (double)mine * (double)p->n_chunks : 0, lmc_time_now() - t0);
     pthread_mutex_unlock(&p->job_mu);
 }
