@@ -383,6 +383,8 @@ void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const qu
  * range apart (each a sequential stream of its own), so that each load of x
  * serves four rows; the integers of q4_pair. */
 #define Q4_ROWS 4
+/* Bytes ahead of each stream to prefetch (as in quant_avx512.c) */
+#define Q4_PREFETCH 2048
 static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, int64_t r0,
                                                           int64_t stride, const int nr,
                                                           const quant_qx *x, float *y) {
@@ -427,6 +429,7 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
             const int64_t off = c0 / 2 + pp * 32;
 #pragma GCC unroll 4
             for (int i = 0; i < nr; i++) {
+                if (!(pp & 1)) _mm_prefetch((const char *)rp[i] + off + Q4_PREFETCH, _MM_HINT_T0);
                 __m256i v = _mm256_loadu_si256((const __m256i *)(rp[i] + off));
                 __m256i lo = _mm256_and_si256(v, m4);
                 __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
