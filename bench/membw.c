@@ -18,8 +18,11 @@ __attribute__((target("avx2"))) static void body(void *ctx, int64_t b, int64_t e
     const float *p = j->data;
     __m256 s[8];
     for (int k = 0; k < 8; k++) s[k] = _mm256_setzero_ps();
-    for (int64_t i = b * 1024; i < e * 1024; i += 64)
+    for (int64_t i = b * 1024; i < e * 1024; i += 64) {
+        /* 2 KB ahead, as the decode kernels and lmc bench read */
+        for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(p + i + 512 + 16 * k), _MM_HINT_T0);
         for (int k = 0; k < 8; k++) s[k] = _mm256_add_ps(s[k], _mm256_load_ps(p + i + 8 * k));
+    }
     float out[8];
     for (int k = 1; k < 8; k++) s[0] = _mm256_add_ps(s[0], s[k]);
     _mm256_storeu_ps(out, s[0]);

@@ -42,11 +42,16 @@ typedef struct bw_slice {
     uint64_t sum;
 } bw_slice;
 
+/* Reads ahead in software as the decode kernels do (2 KB): on Zen 5 the
+ * hardware prefetcher alone reaches about two thirds of what a core can pull,
+ * and the kernels' share of a limit measured without it came out above 1. */
 static void *bw_sum(void *arg) {
     bw_slice *s = arg;
     uint64_t a[8] = {0};
-    for (size_t i = 0; i + 8 <= s->n; i += 8)
+    for (size_t i = 0; i + 8 <= s->n; i += 8) {
+        __builtin_prefetch(s->p + i + 256);
         for (int k = 0; k < 8; k++) a[k] += s->p[i + k];
+    }
     for (int k = 0; k < 8; k++) s->sum += a[k];
     return NULL;
 }
