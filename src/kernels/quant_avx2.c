@@ -429,7 +429,9 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
             const int64_t off = c0 / 2 + pp * 32;
 #pragma GCC unroll 4
             for (int i = 0; i < nr; i++) {
-                if (!(pp & 1)) _mm_prefetch((const char *)rp[i] + off + Q4_PREFETCH, _MM_HINT_T0);
+                if (!(pp & 1))
+                    _mm_prefetch((const char *)((uintptr_t)(rp[i] + off) + Q4_PREFETCH),
+                                 _MM_HINT_T0);
                 __m256i v = _mm256_loadu_si256((const __m256i *)(rp[i] + off));
                 __m256i lo = _mm256_and_si256(v, m4);
                 __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);

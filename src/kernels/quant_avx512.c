@@ -24,7 +24,9 @@
 /* Each of the four streams is prefetched this far ahead (past a row's end:
  * the same stream's next row, which the next call reads). On Zen 5 the
  * hardware alone kept 16-17 GB/s from DRAM on one core; 2 KB ahead gives
- * 28-33 (bench_qmatvec, cold; 512 B: 20-22, 4 KB: 24-32). */
+ * 28-33 (bench_qmatvec, cold; 512 B: 20-22, 4 KB: 24-32). On the Zen 4
+ * machine before it, prefetching a plain read of such streams measured
+ * slower: bench/RESULTS.md, 2026-12-04, has both; re-measure on a new kind. */
 #define PREFETCH_BYTES 2048
 
 /* Rows r0 + i * stride, i < nr, into y[i * stride]. */
@@ -79,7 +81,9 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
             const int64_t off = c0 / 2 + c * 64;
 #pragma GCC unroll 4
             for (int i = 0; i < nr; i++) {
-                _mm_prefetch((const char *)rp[i] + off + PREFETCH_BYTES, _MM_HINT_T0);
+                /* an integer sum: past the weight's end it is a hint only, never read */
+                _mm_prefetch((const char *)((uintptr_t)(rp[i] + off) + PREFETCH_BYTES),
+                             _MM_HINT_T0);
                 __m512i v = _mm512_loadu_si512(rp[i] + off);
                 __m512i lo = _mm512_and_si512(v, m4);
                 __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
