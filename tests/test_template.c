@@ -364,6 +364,14 @@ static void test_language_extras(void **state) {
     assert_int_equal(len, 4);
     assert_memory_equal(out, "a\0b|", 4);
     free(out);
+    /* Iterating an empty dict (a fuzzer's find: memcpy from its NULL keys,
+     * which UBSan reports) gives an empty list, as jinja2 does. */
+    assert_int_equal(render("{{ {}|select|list }}|{{ {}|list }}|{% for k in {} %}x{% else %}e{% "
+                            "endfor %}|{{ {}|map('upper')|join }}",
+                            NULL, NULL, &out, &len),
+                     LMC_OK);
+    assert_string_equal(out, "[]|[]|e|");
+    free(out);
 }
 
 /* Template lookup of the public API: named lists, chat_template.jinja,

@@ -69,7 +69,8 @@ lmc_status tpl_iterate(tpl_ctx *c, tv v, tv *out) {
     case TV_DICT:
     case TV_NAMESPACE:
         if (!tv_make_list(c->arena, v.u.d->len, false, out)) return tpl_nomem(c);
-        memcpy(out->u.l->items, v.u.d->keys, v.u.d->len * sizeof(tv));
+        if (v.u.d->len) /* an empty dict may have no key array */
+            memcpy(out->u.l->items, v.u.d->keys, v.u.d->len * sizeof(tv));
         out->u.l->len = v.u.d->len;
         return LMC_OK;
     case TV_STRING: {
