@@ -383,8 +383,6 @@ void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const qu
  * range apart (each a sequential stream of its own), so that each load of x
  * serves four rows; the integers of q4_pair. */
 #define Q4_ROWS 4
-/* Bytes ahead of each stream to prefetch (as in quant_avx512.c) */
-#define Q4_PREFETCH 2048
 static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, int64_t r0,
                                                           int64_t stride, const int nr,
                                                           const quant_qx *x, float *y) {
@@ -429,8 +427,8 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
             const int64_t off = c0 / 2 + pp * 32;
 #pragma GCC unroll 4
             for (int i = 0; i < nr; i++) {
-                if (!(pp & 1))
-                    _mm_prefetch((const char *)((uintptr_t)(rp[i] + off) + Q4_PREFETCH),
+                if (!(pp & 1)) /* one per 64-byte line; a hint only past the end */
+                    _mm_prefetch((const char *)((uintptr_t)(rp[i] + off) + QUANT_Q4_PREFETCH),
                                  _MM_HINT_T0);
                 __m256i v = _mm256_loadu_si256((const __m256i *)(rp[i] + off));
                 __m256i lo = _mm256_and_si256(v, m4);

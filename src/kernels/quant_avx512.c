@@ -21,13 +21,6 @@
 #define PREFETCH_ROWS 8 /* rows ahead for the scales and biases */
 
 #define ROWS 4 /* rows at a time: each load of x serves all of them */
-/* Each of the four streams is prefetched this far ahead (past a row's end:
- * the same stream's next row, which the next call reads). On Zen 5 the
- * hardware alone kept 16-17 GB/s from DRAM on one core; 2 KB ahead gives
- * 28-33 (bench_qmatvec, cold; 512 B: 20-22, 4 KB: 24-32). On the Zen 4
- * machine before it, prefetching a plain read of such streams measured
- * slower: bench/RESULTS.md, 2026-12-04, has both; re-measure on a new kind. */
-#define PREFETCH_BYTES 2048
 
 /* Rows r0 + i * stride, i < nr, into y[i * stride]. */
 static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, int64_t r0,
@@ -82,7 +75,7 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
 #pragma GCC unroll 4
             for (int i = 0; i < nr; i++) {
                 /* an integer sum: past the weight's end it is a hint only, never read */
-                _mm_prefetch((const char *)((uintptr_t)(rp[i] + off) + PREFETCH_BYTES),
+                _mm_prefetch((const char *)((uintptr_t)(rp[i] + off) + QUANT_Q4_PREFETCH),
                              _MM_HINT_T0);
                 __m512i v = _mm512_loadu_si512(rp[i] + off);
                 __m512i lo = _mm512_and_si512(v, m4);
