@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "kernels/quant_internal.h"
 
@@ -476,6 +477,63 @@ static void test_qmatmul_fast_extremes(void **state) {
     lmc_quant_use_simd(true);
 }
 
+/* The activation quantizer's generic C and AVX2 paths: the same bytes and
+ * floats for every span (0: natural order; 2, 4: the 4-bit SIMD kernels'),
+ * whole and partial spans, batches that start past block 0, zeros, values
+ * at the rounding ties and at the clamp, tiny and huge scales; both report
+ * a NaN or an infinity. */
+static void test_qblocks_paths_agree(void **state) {
+    (void)state;
+    if (!lmc_cpu_has_avx2_fma_f16c()) {
+        printf("test_qblocks_paths_agree: skipped, no AVX2 on this CPU\n");
+        skip();
+    }
+    enum { NB = 23, COLS = NB * QUANT_QBLOCK };
+    static float x[COLS];
+    static int8_t h[2][COLS], l[2][COLS];
+    float d[2][NB];
+    int32_t sums[2][NB];
+    int cases = 0;
+    for (int trial = 0; trial < 40; trial++) {
+        for (int i = 0; i < COLS; i++) {
+            float scale = trial % 5 == 0 ? 1e-30f : trial % 5 == 1 ? 1e30f : 1.0f;
+            x[i] = nrand() * scale * (i / 32 % 3 == 1 ? 0.001f : 1.0f);
+        }
+        for (int i = 0; i < 32; i++) x[32 * (trial % NB) + i] = 0.0f; /* d = 0 */
+        /* a block scaled by exactly 1 (max 32385) whose values are ties,
+         * k + 0.5, both signs, and the clamp */
+        for (int i = 0; i < 32; i++) {
+            float *xb = x + 32 * ((trial + 5) % NB);
+            xb[i] = i == 0   ? 32385.0f
+                    : i == 1 ? -32385.0f
+                             : (i % 2 ? -1.0f : 1.0f) * ((float)(i * 1013 % 32384) + 0.5f);
+        }
+        for (int span = 0; span <= 4; span += 2)
+            for (int64_t k0 = 0; k0 < NB; k0 += 7) {
+                int64_t n = NB - k0 < 9 ? NB - k0 : 9;
+                memset(h, 0x55, sizeof h), memset(l, 0x55, sizeof l);
+                bool ok0 =
+                    quant_qblocks_generic(x + k0 * 32, k0, n, NB, span, h[0], l[0], d[0], sums[0]);
+                bool ok1 =
+                    quant_qblocks_avx2(x + k0 * 32, k0, n, NB, span, h[1], l[1], d[1], sums[1]);
+                assert_true(ok0 && ok1);
+                assert_memory_equal(h[0], h[1], sizeof h[0]);
+                assert_memory_equal(l[0], l[1], sizeof l[0]);
+                assert_memory_equal(d[0], d[1], sizeof(float) * (size_t)n);
+                assert_memory_equal(sums[0], sums[1], sizeof(int32_t) * (size_t)n);
+                cases++;
+            }
+    }
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (int b = 0; b < 3; b++) {
+        for (int i = 0; i < COLS; i++) x[i] = nrand();
+        x[32 * 4 + 17] = bad[b];
+        assert_false(quant_qblocks_generic(x, 0, NB, NB, 4, h[0], l[0], d[0], sums[0]));
+        assert_false(quant_qblocks_avx2(x, 0, NB, NB, 4, h[1], l[1], d[1], sums[1]));
+    }
+    assert_true(cases > 100);
+}
+
 static void test_exact_switch(void **state) {
     (void)state;
     lmc_set_exact(1);
@@ -666,6 +724,7 @@ int main(void) {
         cmocka_unit_test(test_qmatmul_matches_double),
         cmocka_unit_test(test_qmatmul_fast_matches_double),
         cmocka_unit_test(test_qmatmul_fast_extremes),
+        cmocka_unit_test(test_qblocks_paths_agree),
         cmocka_unit_test(test_exact_switch),
         cmocka_unit_test(test_qmatmul_rows_and_views),
         cmocka_unit_test(test_qweight_check_rejects),

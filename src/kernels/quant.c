@@ -299,63 +299,32 @@ static void group_sums(const float *x, int64_t ng, int g, float *gsum) {
  * block 0, of block 1, ...; blocks of a last, incomplete span hold their
  * even then their odd columns each. false when x has a NaN or infinity (the
  * caller then takes the exact path, which propagates them). */
-static bool quantize_token(const float *x, int64_t cols, int g, int span, int8_t *xh, int8_t *xl,
-                           float *d, float *dexp, float *gsum, float *corr) {
+static bool quantize_token(const float *x, int64_t cols, int g, int span, bool avx2, int8_t *xh,
+                           int8_t *xl, float *d, float *dexp, float *gsum, float *corr) {
     const int64_t nb = cols / QUANT_QBLOCK;
     const int bpg = g / QUANT_QBLOCK;
     float gacc = 0.0f;
-    for (int64_t k = 0; k < nb; k++) {
-        const float *xb = x + k * QUANT_QBLOCK;
-        float amax = 0.0f;
-        bool finite = true;
-        for (int i = 0; i < QUANT_QBLOCK; i++) {
-            float a = fabsf(xb[i]);
-            finite &= a <= 3.4028234663852886e38f; /* false for NaN and inf */
-            amax = a > amax ? a : amax;
-        }
-        if (!finite) return false;
-        float dk = amax / (float)QUANT_QMAX, id = amax > 0.0f ? (float)QUANT_QMAX / amax : 0.0f;
-        d[k] = dk;
-        int8_t h[QUANT_QBLOCK], l[QUANT_QBLOCK];
-        int32_t sum = 0;
-        for (int i = 0; i < QUANT_QBLOCK; i++) {
-            /* round to nearest even through the float adder (|x*id| <= ~32385) */
-            float r = (xb[i] * id + 12582912.0f) - 12582912.0f;
-            int v = (int)r;
-            v = v > QUANT_QMAX ? QUANT_QMAX : v < -QUANT_QMAX ? -QUANT_QMAX : v;
-            /* v = 255 h + l with |l| <= 127 (255 is odd), |h| <= 127 */
-            int hv = v >= 0 ? (v + 127) / 255 : -((127 - v) / 255);
-            h[i] = (int8_t)hv;
-            l[i] = (int8_t)(v - 255 * hv);
-            sum += v;
-        }
-        int64_t pair = k / 2, half = k & 1;
-        if (span && (k / span + 1) * span <= nb) {
-            int64_t o = k / span * span * QUANT_QBLOCK + k % span * 16, odd = span * 16;
-            for (int i = 0; i < 16; i++) {
-                xh[o + i] = h[2 * i], xh[o + odd + i] = h[2 * i + 1];
-                xl[o + i] = l[2 * i], xl[o + odd + i] = l[2 * i + 1];
+    enum { BATCH = 256 };
+    int32_t sums[BATCH];
+    for (int64_t k0 = 0; k0 < nb; k0 += BATCH) {
+        const int64_t n = nb - k0 < BATCH ? nb - k0 : BATCH;
+        const float *xb = x + k0 * QUANT_QBLOCK;
+        if (!(avx2 ? quant_qblocks_avx2 : quant_qblocks_generic)(xb, k0, n, nb, span, xh, xl,
+                                                                 d + k0, sums))
+            return false;
+        for (int64_t k = k0; k < k0 + n; k++) {
+            const float dk = d[k];
+            if (2 * (k / 2) + 1 < nb)
+                for (int i = 0; i < 4; i++) dexp[k / 2 * 8 + (k & 1) * 4 + i] = dk;
+            /* the bias term takes the sums of the quantized x: then the error
+             * of a row is sum_c w_c (x_c - x~_c), not sum_c s q_c (x_c - x~_c),
+             * which is several times larger (s q ~ -b when w is small) */
+            gacc += dk * (float)sums[k - k0];
+            if (k % bpg == bpg - 1) {
+                gsum[k / bpg] = gacc;
+                corr[k / bpg] = 128.0f * gacc;
+                gacc = 0.0f;
             }
-        } else if (span) {
-            int64_t o = k * QUANT_QBLOCK;
-            for (int i = 0; i < 16; i++) {
-                xh[o + i] = h[2 * i], xh[o + 16 + i] = h[2 * i + 1];
-                xl[o + i] = l[2 * i], xl[o + 16 + i] = l[2 * i + 1];
-            }
-        } else {
-            memcpy(xh + k * QUANT_QBLOCK, h, QUANT_QBLOCK);
-            memcpy(xl + k * QUANT_QBLOCK, l, QUANT_QBLOCK);
-        }
-        if (2 * pair + 1 < nb)
-            for (int i = 0; i < 4; i++) dexp[pair * 8 + half * 4 + i] = dk;
-        /* the bias term takes the sums of the quantized x: then the error of
-         * a row is sum_c w_c (x_c - x~_c), not sum_c s q_c (x_c - x~_c),
-         * which is several times larger (s q ~ -b when w is small) */
-        gacc += dk * (float)sum;
-        if (k % bpg == bpg - 1) {
-            gsum[k / bpg] = gacc;
-            corr[k / bpg] = 128.0f * gacc;
-            gacc = 0.0f;
         }
     }
     return true;
@@ -394,7 +363,7 @@ static bool quantize_tokens(const lmc_qweight *w, const float *x, int64_t T, boo
     for (int64_t t = 0; t < T && ok; t++) {
         float *f = (float *)(base + (size_t)t * tok_bytes);
         int8_t *h = (int8_t *)f + fbytes, *l = h + qbytes;
-        ok = quantize_token(x + t * cols, cols, w->group_size, span, h, l, f, f + nb,
+        ok = quantize_token(x + t * cols, cols, w->group_size, span, avx2, h, l, f, f + nb,
                             f + nb + npair * 8, f + nb + npair * 8 + ng);
         qx[t] = (quant_qx){.h = h,
                            .l = l,

@@ -578,6 +578,85 @@ void quant_dense_tile_avx2(const float *buf, int nr, int64_t nc, const float *x,
     }
 }
 
+/* ---- activation quantization (quant_qblocks_generic's values) ---- */
+
+/* v (16 int16) -> its digits h, l (v = 255 h + l): h = sign(v) * floor((|v|
+ * + 127) / 255), the generic code's division, as ((|v| + 128) * 257) >> 16
+ * (equal for 0 <= |v| <= 32385; checked exhaustively). */
+static inline void split_digits(__m256i v, __m256i *h, __m256i *l) {
+    const __m256i q = _mm256_mulhi_epu16(
+        _mm256_add_epi16(_mm256_abs_epi16(v), _mm256_set1_epi16(128)), _mm256_set1_epi16(257));
+    *h = _mm256_sign_epi16(q, v);
+    *l = _mm256_sub_epi16(v, _mm256_mullo_epi16(*h, _mm256_set1_epi16(255)));
+}
+
+/* 32 int16 (a: columns 0-15, b: 16-31) -> 32 int8 in column order, or
+ * (split) the 16 even columns then the 16 odd ones. */
+static inline __m256i pack_digits(__m256i a, __m256i b, bool split) {
+    __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi16(a, b), 0xD8);
+    if (!split) return p;
+    const __m256i eo = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2,
+                                        4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(p, eo), 0xD8);
+}
+
+bool quant_qblocks_avx2(const float *x, int64_t k0, int64_t n, int64_t nb, int span, int8_t *h,
+                        int8_t *l, float *d, int32_t *sums) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 fmax = _mm256_set1_ps(3.4028234663852886e38f);
+    const __m256i vmax = _mm256_set1_epi32(QUANT_QMAX), vmin = _mm256_set1_epi32(-QUANT_QMAX);
+    for (int64_t j = 0; j < n; j++) {
+        const float *xb = x + j * QUANT_QBLOCK;
+        __m256 v[4], a = _mm256_setzero_ps();
+        int finite = 0xff;
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(xb + 8 * i);
+            __m256 av = _mm256_and_ps(v[i], absmask);
+            finite &= _mm256_movemask_ps(_mm256_cmp_ps(av, fmax, _CMP_LE_OQ));
+            a = _mm256_max_ps(a, av);
+        }
+        if (finite != 0xff) return false;
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        const float amax = _mm_cvtss_f32(m);
+        const float id = amax > 0.0f ? (float)QUANT_QMAX / amax : 0.0f;
+        d[j] = amax / (float)QUANT_QMAX;
+        /* round to nearest even (the MXCSR default), as the generic code's
+         * float adder does for |x * id| < 2^22 */
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i q[4], s = _mm256_setzero_si256();
+        for (int i = 0; i < 4; i++) {
+            q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], vid));
+            q[i] = _mm256_max_epi32(_mm256_min_epi32(q[i], vmax), vmin);
+            s = _mm256_add_epi32(s, q[i]);
+        }
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+        sums[j] = _mm_cvtsi128_si32(s4);
+        /* int16 in column order: packs interleaves the 128-bit lanes */
+        __m256i w0 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xD8);
+        __m256i w1 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xD8);
+        __m256i h0, l0, h1, l1;
+        split_digits(w0, &h0, &l0);
+        split_digits(w1, &h1, &l1);
+        int64_t even, odd;
+        quant_qblock_place(k0 + j, nb, span, &even, &odd);
+        const __m256i hb = pack_digits(h0, h1, odd >= 0), lb = pack_digits(l0, l1, odd >= 0);
+        if (odd < 0) {
+            _mm256_storeu_si256((__m256i *)(h + even), hb);
+            _mm256_storeu_si256((__m256i *)(l + even), lb);
+        } else {
+            _mm_storeu_si128((__m128i *)(h + even), _mm256_castsi256_si128(hb));
+            _mm_storeu_si128((__m128i *)(h + odd), _mm256_extracti128_si256(hb, 1));
+            _mm_storeu_si128((__m128i *)(l + even), _mm256_castsi256_si128(lb));
+            _mm_storeu_si128((__m128i *)(l + odd), _mm256_extracti128_si256(lb, 1));
+        }
+    }
+    return true;
+}
+
 #else /* no AVX2 at compile time: never called (quant_use_avx2 is false) */
 
 void quant_matvec_q4_rows_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
@@ -588,6 +667,11 @@ void quant_matvec_q4_rows_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, con
 void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
                           float *y) {
     (void)w, (void)r0, (void)r1, (void)x, (void)y;
+}
+
+bool quant_qblocks_avx2(const float *x, int64_t k0, int64_t n, int64_t nb, int span, int8_t *h,
+                        int8_t *l, float *d, int32_t *sums) {
+    return quant_qblocks_generic(x, k0, n, nb, span, h, l, d, sums);
 }
 
 void quant_matvec_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const float *xp,

@@ -124,3 +124,48 @@ void quant_dense_tile_generic(const float *buf, int nr, int64_t nc, const float 
         }
     }
 }
+
+/* ---- activation quantization (generic) ----------------------------------------- */
+
+bool quant_qblocks_generic(const float *x, int64_t k0, int64_t n, int64_t nb, int span, int8_t *h,
+                           int8_t *l, float *d, int32_t *sums) {
+    for (int64_t j = 0; j < n; j++) {
+        const float *xb = x + j * QUANT_QBLOCK;
+        float amax = 0.0f;
+        bool finite = true;
+        for (int i = 0; i < QUANT_QBLOCK; i++) {
+            float a = fabsf(xb[i]);
+            finite &= a <= 3.4028234663852886e38f; /* false for NaN and inf */
+            amax = a > amax ? a : amax;
+        }
+        if (!finite) return false;
+        float id = amax > 0.0f ? (float)QUANT_QMAX / amax : 0.0f;
+        d[j] = amax / (float)QUANT_QMAX;
+        int8_t hb[QUANT_QBLOCK], lb[QUANT_QBLOCK];
+        int32_t sum = 0;
+        for (int i = 0; i < QUANT_QBLOCK; i++) {
+            /* round to nearest even through the float adder (|x*id| <= ~32385) */
+            float r = (xb[i] * id + 12582912.0f) - 12582912.0f;
+            int v = (int)r;
+            v = v > QUANT_QMAX ? QUANT_QMAX : v < -QUANT_QMAX ? -QUANT_QMAX : v;
+            /* v = 255 h + l with |l| <= 127 (255 is odd), |h| <= 127 */
+            int hv = v >= 0 ? (v + 127) / 255 : -((127 - v) / 255);
+            hb[i] = (int8_t)hv;
+            lb[i] = (int8_t)(v - 255 * hv);
+            sum += v;
+        }
+        sums[j] = sum;
+        int64_t even, odd;
+        quant_qblock_place(k0 + j, nb, span, &even, &odd);
+        if (odd < 0) {
+            memcpy(h + even, hb, QUANT_QBLOCK);
+            memcpy(l + even, lb, QUANT_QBLOCK);
+        } else {
+            for (int i = 0; i < 16; i++) {
+                h[even + i] = hb[2 * i], h[odd + i] = hb[2 * i + 1];
+                l[even + i] = lb[2 * i], l[odd + i] = lb[2 * i + 1];
+            }
+        }
+    }
+    return true;
+}

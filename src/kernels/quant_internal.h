@@ -93,6 +93,33 @@ typedef struct quant_qx {
     const float *corr;   /* [groups]: 128 * gsum (the AVX2 8-bit kernel's offset term) */
 } quant_qx;
 
+/* Where block k (of nb in a token) of h and l goes: its 16 even columns at
+ * *even and its 16 odd ones at *odd, or (span 0) all 32 in order at *even
+ * (*odd = -1). span > 0: the 4-bit SIMD kernels' order (quant.c,
+ * quantize_token): per span blocks, the even columns of each, then the odd
+ * ones; the blocks of a last, incomplete span their evens then odds each. */
+static inline void quant_qblock_place(int64_t k, int64_t nb, int span, int64_t *even,
+                                      int64_t *odd) {
+    if (!span) {
+        *even = k * QUANT_QBLOCK, *odd = -1;
+    } else if ((k / span + 1) * span <= nb) {
+        *even = k / span * span * QUANT_QBLOCK + k % span * 16, *odd = *even + span * 16;
+    } else {
+        *even = k * QUANT_QBLOCK, *odd = *even + 16;
+    }
+}
+
+/* Quantizes blocks [k0, k0 + n) of a token of nb blocks (x: block k0's
+ * first column) to their digits h and l (placed as quant_qblock_place says),
+ * d[k - k0] = max|x| / QUANT_QMAX and sums[k - k0], the sum of the block's
+ * integer values v = 255 h + l. false when a value is NaN or infinite (what
+ * was written is then garbage). Generic C (quant_generic.c) and AVX2
+ * (quant_avx2.c): the same bytes and floats (test_quant checks). */
+bool quant_qblocks_generic(const float *x, int64_t k0, int64_t n, int64_t nb, int span, int8_t *h,
+                           int8_t *l, float *d, int32_t *sums);
+bool quant_qblocks_avx2(const float *x, int64_t k0, int64_t n, int64_t nb, int span, int8_t *h,
+                        int8_t *l, float *d, int32_t *sums);
+
 /* Tokens up to which lmc_qmatmul_rows takes the integer path. It runs one
  * row x one token at a time; beyond ~10 tokens the T > 1 f32 path
  * (dequantize a tile once, register-blocked FMAs over 4 rows x 2 tokens) is
