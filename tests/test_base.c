@@ -106,8 +106,8 @@ static void slow_worker_body(void *ctx, int64_t b, int64_t e, int worker) {
 }
 
 /* A worker that keeps the caller waiting (another process holds its core)
- * makes the pool run such jobs on the caller alone, trying the pool again
- * only now and then (after 16, 32, 64, ... jobs). */
+ * makes the pool run jobs on the caller alone, trying the pool again only
+ * now and then. */
 static void test_pool_runs_inline_when_workers_lag(void **state) {
     (void)state;
     lmc_set_num_threads(2);
@@ -119,6 +119,58 @@ static void test_pool_runs_inline_when_workers_lag(void **state) {
     }
     /* always on the pool, the worker would take part in nearly all 200 */
     if (joined > 10) fail_msg("the slow worker took part in %d of 200 jobs", joined);
+    lmc_set_num_threads(0);
+}
+
+/* A stall: the worker sleeps 10 ms in its chunk (as if descheduled), the
+ * caller works 600 us per chunk; either the caller waits for the worker or
+ * does it all while the worker, not asleep, takes no part. */
+static void stall_body(void *ctx, int64_t b, int64_t e, int worker) {
+    (void)ctx, (void)b, (void)e;
+    if (worker != 0) {
+        struct timespec t = {0, 10 * 1000 * 1000};
+        nanosleep(&t, NULL);
+    } else {
+        double t0 = lmc_time_now();
+        while (lmc_time_now() - t0 < 600e-6) {
+        }
+    }
+}
+
+static atomic_int g_whole_calls, g_calls;
+
+/* Counts the caller's calls that took the whole range (the job ran inline). */
+static void range_body(void *ctx, int64_t b, int64_t e, int worker) {
+    if (worker == 0) {
+        atomic_fetch_add(&g_calls, 1);
+        if (b == 0 && e == *(const int64_t *)ctx) atomic_fetch_add(&g_whole_calls, 1);
+    }
+}
+
+/* true: the job ran on the caller alone */
+static bool ran_inline(int64_t n) {
+    atomic_store(&g_whole_calls, 0), atomic_store(&g_calls, 0);
+    lmc_parallel_for(n, 1, range_body, &n);
+    return atomic_load(&g_calls) == 1 && atomic_load(&g_whole_calls) == 1;
+}
+
+/* One stall is a hiccup (the host took a virtual CPU away): the pool goes
+ * on. Two in a row make every job run on the caller alone for a while (20
+ * ms at first), and then the pool is tried again. */
+static void test_pool_backs_off_after_stalls(void **state) {
+    (void)state;
+    lmc_set_num_threads(2); /* a new pool: no stall seen */
+    if (lmc_get_num_threads() < 2) skip();
+    /* each job a size of its own: the per-kind timings start afresh (a
+     * new kind runs on the pool first) and do not decide */
+    lmc_parallel_for(4, 1, stall_body, NULL);
+    assert_false(ran_inline(64));
+    lmc_parallel_for(5, 1, stall_body, NULL);
+    assert_true(ran_inline(65));
+    assert_true(ran_inline(1000));
+    struct timespec t = {0, 40 * 1000 * 1000};
+    nanosleep(&t, NULL);
+    assert_false(ran_inline(66));
     lmc_set_num_threads(0);
 }
 
@@ -249,6 +301,7 @@ int main(void) {
         cmocka_unit_test(test_json_lookups),
         cmocka_unit_test(test_map_missing_file),
         cmocka_unit_test(test_parallel_for_covers_range_once),
+        cmocka_unit_test(test_pool_backs_off_after_stalls),
         cmocka_unit_test(test_workers_leave_signals_to_the_application),
         cmocka_unit_test(test_pool_runs_inline_when_workers_lag),
     };

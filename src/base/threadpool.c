@@ -49,10 +49,16 @@ typedef struct pool {
     void *ctx;
     int64_t n, grain, chunk; /* chunk: the shortest (run_chunks) */
     atomic_llong next;       /* the first index not yet taken */
-    struct job_stat *stats; /* [STAT_SLOTS], job_mu held */
+    struct job_stat *stats;  /* [STAT_SLOTS], job_mu held */
+    /* contention (job_mu held): see stalled() */
+    bool contended;      /* jobs run on the caller alone until inline_until */
+    double inline_until; /* lmc_time_now() */
+    double backoff;      /* seconds inline after the next stall */
+    double probe_end;    /* a stall before this doubles the backoff */
+    double last_stall;   /* when the last stall was */
 } pool;
 
-static pool g_pool = {.job_mu = PTHREAD_MUTEX_INITIALIZER};
+static pool g_pool = {.job_mu = PTHREAD_MUTEX_INITIALIZER, .last_stall = -1e9};
 static int g_requested_threads; /* 0 = default */
 static pthread_mutex_t g_init_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool g_started;
@@ -75,8 +81,8 @@ static int64_t run_chunks(pool *p, int worker) {
             if (size < min) size = min;
             size = (size + grain - 1) / grain * grain;
             if (size > n - b) size = n - b;
-        } while (!atomic_compare_exchange_weak_explicit(&p->next, &b, b + size,
-                                                        memory_order_relaxed, memory_order_relaxed));
+        } while (!atomic_compare_exchange_weak_explicit(
+            &p->next, &b, b + size, memory_order_relaxed, memory_order_relaxed));
         p->fn(p->ctx, b, b + size, worker);
         ran += size;
         b += size;
@@ -153,6 +159,61 @@ static void record(job_stat *js, double alone, double on_pool) {
         js->every = !same ? PROBE_MIN : js->every < PROBE_MAX ? js->every * 2 : PROBE_MAX;
         js->left = js->every;
     }
+}
+
+/* A busy machine (another process holds a core): a worker runs late, and
+ * a job on the pool takes longer than the caller alone would have (a stall:
+ * the caller waited STALL_MIN or more for a worker descheduled inside its
+ * chunk, or a worker that was not asleep took no part in a job that long,
+ * so it was not scheduled). Two stalls within STALL_WINDOW make every job
+ * run on the caller alone for a while, so the workers go to sleep and leave
+ * the cores to the caller and the other process; then the pool is tried
+ * again, and a stall within PROBE_WINDOW of that doubles the time alone
+ * (CONTENDED_MIN up to CONTENDED_MAX). So a busy machine costs the pool
+ * about one stall per CONTENDED_MAX, where the per-kind timings alone (each
+ * kind of job tried again every few hundred runs, and a lucky try sending
+ * it back to the pool while the worker took a core's time from the caller)
+ * left 2 threads at 0.8x one in some runs. With `yes` holding a core, the
+ * stalls here were a scheduler slice (about 4 ms) every few ms on the pool.
+ * A quiet machine has a stall now and then (a virtual CPU descheduled by
+ * the host for 1-4 ms, every few hundred ms here), which costs that stall
+ * and no more; shorter waits (a worker's page faults) are not stalls. */
+#define STALL_MIN 500e-6
+#define STALL_WINDOW 0.1
+#define CONTENDED_MIN 0.02
+#define CONTENDED_MAX 1.0
+#define PROBE_WINDOW 0.02
+
+/* A job on the pool: wall time on_pool, the caller's own work mine of n
+ * indices in t_mine, awake: workers not asleep when it opened. */
+static bool stalled(double on_pool, double t_mine, int64_t mine, int64_t n, int awake) {
+    if (mine <= 0) return false; /* the workers did it all: no loss */
+    double alone = t_mine / (double)mine * (double)n;
+    if (on_pool - t_mine > STALL_MIN && on_pool > alone) return true;
+    return mine == n && awake > 0 && t_mine > STALL_MIN;
+}
+
+static void note_stall(pool *p, double now) {
+    if (now < p->probe_end && p->backoff > 0) {
+        p->backoff = p->backoff * 2 < CONTENDED_MAX ? p->backoff * 2 : CONTENDED_MAX;
+    } else if (now - p->last_stall < STALL_WINDOW) {
+        p->backoff = CONTENDED_MIN;
+    } else {
+        p->last_stall = now; /* one alone: a hiccup, or the first of many */
+        return;
+    }
+    p->last_stall = now;
+    p->contended = true;
+    p->inline_until = now + p->backoff;
+}
+
+/* true: the machine looks busy, run this job on the caller alone */
+static bool contended(pool *p, double now) {
+    if (!p->contended) return false;
+    if (now < p->inline_until) return true;
+    p->contended = false;
+    p->probe_end = now + PROBE_WINDOW;
+    return false;
 }
 
 static void *worker_main(void *arg) {
@@ -277,6 +338,8 @@ void lmc_set_num_threads(int n) {
     pool_stop();
     free(g_pool.stats); /* the timings were for the old pool's size */
     g_pool.stats = NULL;
+    g_pool.contended = false, g_pool.backoff = 0, g_pool.probe_end = 0;
+    g_pool.last_stall = -1e9;
     pthread_mutex_unlock(&g_pool.job_mu);
     pthread_mutex_unlock(&g_init_mu);
 }
@@ -314,9 +377,14 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
         fn(ctx, 0, n, 0);
         return;
     }
-    job_stat *js = job_stat_of(p, fn, n);
     const double t0 = lmc_time_now();
-    if (!choose_pool(js)) { /* job_mu stays held: others run inline meanwhile */
+    if (contended(p, t0)) { /* job_mu stays held: others run inline meanwhile */
+        fn(ctx, 0, n, 0);
+        pthread_mutex_unlock(&p->job_mu);
+        return;
+    }
+    job_stat *js = job_stat_of(p, fn, n);
+    if (!choose_pool(js)) {
         fn(ctx, 0, n, 0);
         record(js, lmc_time_now() - t0, 0);
         pthread_mutex_unlock(&p->job_mu);
@@ -336,7 +404,8 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
     p->gen++;
     if (p->gen == 0) p->gen = 1; /* workers start at 0 */
     atomic_store(&p->job, (unsigned long long)p->gen << 32);
-    if (atomic_load(&p->sleepers) > 0) {
+    const int asleep = atomic_load(&p->sleepers);
+    if (asleep > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
@@ -356,7 +425,14 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
             sched_yield();
         }
     }
-    /* the caller's pace over its own indices estimates the time alone */
-    record(js, mine > 0 ? (t1 - t0) / (double)mine * (double)n : 0, lmc_time_now() - t0);
+    const double t2 = lmc_time_now();
+    /* the caller's pace over its own indices estimates the time alone; a
+     * stall says how busy the machine is, not what this kind of job costs */
+    if (stalled(t2 - t0, t1 - t0, mine, n, workers - 1 - asleep)) {
+        note_stall(p, t2);
+        record(js, (t1 - t0) / (double)mine * (double)n, 0);
+    } else {
+        record(js, mine > 0 ? (t1 - t0) / (double)mine * (double)n : 0, t2 - t0);
+    }
     pthread_mutex_unlock(&p->job_mu);
 }
