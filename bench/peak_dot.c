@@ -26,7 +26,8 @@ static volatile int g_seed = 3;
 static volatile float g_sink;
 
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) static double run_wssd(int64_t reps) {
-    __m512i a[ACC], x = _mm512_set1_epi16((short)g_seed), y = _mm512_set1_epi16((short)(g_seed + 1));
+    __m512i a[ACC], x = _mm512_set1_epi16((short)g_seed),
+                    y = _mm512_set1_epi16((short)(g_seed + 1));
     for (int k = 0; k < ACC; k++) a[k] = _mm512_set1_epi32(k);
     for (int64_t r = 0; r < reps; r++)
         for (int s = 0; s < STEPS; s++)
@@ -61,7 +62,8 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static double run_bf16(in
 }
 
 __attribute__((target("avx2"))) static double run_maddwd(int64_t reps) {
-    __m256i a[ACC], x = _mm256_set1_epi16((short)g_seed), y = _mm256_set1_epi16((short)(g_seed + 1));
+    __m256i a[ACC], x = _mm256_set1_epi16((short)g_seed),
+                    y = _mm256_set1_epi16((short)(g_seed + 1));
     for (int k = 0; k < ACC; k++) a[k] = _mm256_set1_epi32(k);
     for (int64_t r = 0; r < reps; r++)
         for (int s = 0; s < STEPS; s++)

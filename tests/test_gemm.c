@@ -161,12 +161,21 @@ static void test_qgemm_paths(void **state) {
     (void)state;
     report_skipped();
     const qcase cases[] = {
-        {4, 64, LMC_DTYPE_BF16, 64, 512, 16}, {8, 64, LMC_DTYPE_BF16, 64, 512, 16},
-        {4, 32, LMC_DTYPE_F16, 37, 1152, 13}, {8, 32, LMC_DTYPE_F32, 45, 1152, 9},
-        {4, 128, LMC_DTYPE_F32, 33, 640, 70}, {8, 128, LMC_DTYPE_F16, 17, 256, 11},
-        {4, 64, LMC_DTYPE_F16, 5, 2048, 10},  {8, 64, LMC_DTYPE_BF16, 96, 64, 130},
-        {4, 32, LMC_DTYPE_BF16, 1, 32, 9},    {8, 32, LMC_DTYPE_BF16, 3, 96, 2},
+        {4, 64, LMC_DTYPE_BF16, 64, 512, 16},
+        {8, 64, LMC_DTYPE_BF16, 64, 512, 16},
+        {4, 32, LMC_DTYPE_F16, 37, 1152, 13},
+        {8, 32, LMC_DTYPE_F32, 45, 1152, 9},
+        {4, 128, LMC_DTYPE_F32, 33, 640, 70},
+        {8, 128, LMC_DTYPE_F16, 17, 256, 11},
+        {4, 64, LMC_DTYPE_F16, 5, 2048, 10},
+        {8, 64, LMC_DTYPE_BF16, 96, 64, 130},
+        {4, 32, LMC_DTYPE_BF16, 1, 32, 9},
+        {8, 32, LMC_DTYPE_BF16, 3, 96, 2},
         {4, 32, LMC_DTYPE_BF16, 9, 33024, 2}, /* > 1022 groups a row: scales per segment */
+        /* with the 9 .. 130 above, every count of tokens past the AVX-512
+         * tile's steps of 8 (0 to 7) */
+        {4, 64, LMC_DTYPE_BF16, 40, 256, 15},
+        {8, 64, LMC_DTYPE_F16, 24, 128, 12},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_q(&cases[i]);
 }

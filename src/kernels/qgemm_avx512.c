@@ -11,7 +11,7 @@
 #include <immintrin.h>
 
 #define MR QGEMM_MR_AVX512
-#define NT 4 /* tokens per kernel step */
+#define NT 8 /* tokens per kernel step */
 
 /* 16 x 16 dwords transposed in registers: r[i] lane k becomes r[k] lane i. */
 static inline __attribute__((always_inline)) void transpose16(__m512i r[16]) {
@@ -94,16 +94,13 @@ static void pack(const lmc_qweight *w, int64_t r0, int nr, int64_t k0, int64_t k
     }
 }
 
-/* acc[t][MR] += the chunk's product for nt tokens (x pointers at the chunk). */
+/* acc[t][MR] += the chunk's product for nt tokens (x pointers at the chunk).
+ * 2 * nt int32 accumulators (16 for 8 tokens: Zen 5 issues two vpdpwssd a
+ * cycle, so the 8 of 4 tokens left it at 60% of its peak, latency-bound);
+ * the f32 sums stay in acc, read and written once per group. */
 static inline __attribute__((always_inline)) void
 kernel(const uint32_t *wt, const float *st, const float *bt, int ngc, int g, const int16_t *xv,
        int64_t ldv, const float *xd, const float *xg, int64_t ldg, float *acc, const int nt) {
-    __m512 f0[NT], f1[NT];
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-        f0[t] = _mm512_load_ps(acc + t * MR);
-        f1[t] = _mm512_load_ps(acc + t * MR + 16);
-    }
     for (int j = 0; j < ngc; j++) {
         const int16_t *xj = xv + (int64_t)j * g;
         __m512i i0[NT], i1[NT];
@@ -129,18 +126,15 @@ kernel(const uint32_t *wt, const float *st, const float *bt, int ngc, int g, con
         const __m512 b0 = _mm512_load_ps(bt + j * MR), b1 = _mm512_load_ps(bt + j * MR + 16);
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
+            float *a = acc + t * MR;
             const __m512 dv = _mm512_set1_ps(xd[t * ldg + j]);
             const __m512 gs = _mm512_set1_ps(xg[t * ldg + j]);
-            f0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0[t]), _mm512_mul_ps(s0, dv), f0[t]);
-            f1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[t]), _mm512_mul_ps(s1, dv), f1[t]);
-            f0[t] = _mm512_fmadd_ps(b0, gs, f0[t]);
-            f1[t] = _mm512_fmadd_ps(b1, gs, f1[t]);
+            __m512 f0 = _mm512_load_ps(a), f1 = _mm512_load_ps(a + 16);
+            f0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0[t]), _mm512_mul_ps(s0, dv), f0);
+            f1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[t]), _mm512_mul_ps(s1, dv), f1);
+            _mm512_store_ps(a, _mm512_fmadd_ps(b0, gs, f0));
+            _mm512_store_ps(a + 16, _mm512_fmadd_ps(b1, gs, f1));
         }
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-        _mm512_store_ps(acc + t * MR, f0[t]);
-        _mm512_store_ps(acc + t * MR + 16, f1[t]);
     }
 }
 
@@ -165,15 +159,34 @@ void qgemm_tile_avx512(const lmc_qweight *w, int64_t r0, int nr, const qgemm_x *
             kernel(wt, st, bt, ngc, g, xv + t * ldv, ldv, xd + t * ldg, xg + t * ldg, ldg,
                    acc + t * MR, NT);
         const int rest = (int)(T - t);
-        if (rest == 3)
-            kernel(wt, st, bt, ngc, g, xv + t * ldv, ldv, xd + t * ldg, xg + t * ldg, ldg,
-                   acc + t * MR, 3);
-        else if (rest == 2)
-            kernel(wt, st, bt, ngc, g, xv + t * ldv, ldv, xd + t * ldg, xg + t * ldg, ldg,
-                   acc + t * MR, 2);
-        else if (rest == 1)
-            kernel(wt, st, bt, ngc, g, xv + t * ldv, ldv, xd + t * ldg, xg + t * ldg, ldg,
-                   acc + t * MR, 1);
+        const int16_t *xr = xv + t * ldv;
+        const float *dr = xd + t * ldg, *gr = xg + t * ldg;
+        float *ar = acc + t * MR;
+        switch (rest) { /* a constant count each, so the loops unroll */
+        case 7:
+            kernel(wt, st, bt, ngc, g, xr, ldv, dr, gr, ldg, ar, 7);
+            break;
+        case 6:
+            kernel(wt, st, bt, ngc, g, xr, ldv, dr, gr, ldg, ar, 6);
+            break;
+        case 5:
+            kernel(wt, st, bt, ngc, g, xr, ldv, dr, gr, ldg, ar, 5);
+            break;
+        case 4:
+            kernel(wt, st, bt, ngc, g, xr, ldv, dr, gr, ldg, ar, 4);
+            break;
+        case 3:
+            kernel(wt, st, bt, ngc, g, xr, ldv, dr, gr, ldg, ar, 3);
+            break;
+        case 2:
+            kernel(wt, st, bt, ngc, g, xr, ldv, dr, gr, ldg, ar, 2);
+            break;
+        case 1:
+            kernel(wt, st, bt, ngc, g, xr, ldv, dr, gr, ldg, ar, 1);
+            break;
+        default:
+            break;
+        }
     }
     for (int64_t t = 0; t < T; t++) memcpy(y + t * ldy, acc + t * MR, (size_t)nr * sizeof(float));
 }
