@@ -168,9 +168,11 @@ static void record(job_stat *js, double alone, double on_pool) {
  * so it was not scheduled). Two stalls within STALL_WINDOW make every job
  * run on the caller alone for a while, so the workers go to sleep and leave
  * the cores to the caller and the other process; then the pool is tried
- * again, and a stall within PROBE_WINDOW of that doubles the time alone
- * (CONTENDED_MIN up to CONTENDED_MAX). So a busy machine costs the pool
- * about one stall per CONTENDED_MAX, where the per-kind timings alone (each
+ * again, and a stall within PROBE_WINDOW of that makes the time alone four
+ * times longer (CONTENDED_MIN up to CONTENDED_MAX: 20, 80, 320, 1000 ms; a
+ * doubling took 7 tries to get there, 3-4% of a one-second run). So a busy
+ * machine costs the pool about one stall and one probe (the worker taking
+ * time from the caller) per CONTENDED_MAX, where the per-kind timings (each
  * kind of job tried again every few hundred runs, and a lucky try sending
  * it back to the pool while the worker took a core's time from the caller)
  * left 2 threads at 0.8x one in some runs. With `yes` holding a core, the
@@ -195,7 +197,7 @@ static bool stalled(double on_pool, double t_mine, int64_t mine, int64_t n, int 
 
 static void note_stall(pool *p, double now) {
     if (now < p->probe_end && p->backoff > 0) {
-        p->backoff = p->backoff * 2 < CONTENDED_MAX ? p->backoff * 2 : CONTENDED_MAX;
+        p->backoff = p->backoff * 4 < CONTENDED_MAX ? p->backoff * 4 : CONTENDED_MAX;
     } else if (now - p->last_stall < STALL_WINDOW) {
         p->backoff = CONTENDED_MIN;
     } else {
