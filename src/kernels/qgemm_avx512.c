@@ -158,35 +158,18 @@ void qgemm_tile_avx512(const lmc_qweight *w, int64_t r0, int nr, const qgemm_x *
         for (; t + NT <= T; t += NT)
             kernel(wt, st, bt, ngc, g, xv + t * ldv, ldv, xd + t * ldg, xg + t * ldg, ldg,
                    acc + t * MR, NT);
-        const int rest = (int)(T - t);
-        const int16_t *xr = xv + t * ldv;
-        const float *dr = xd + t * ldg, *gr = xg + t * ldg;
-        float *ar = acc + t * MR;
-        switch (rest) { /* a constant count each, so the loops unroll */
-        case 7:
-            kernel(wt, st, bt, ngc, g, xr, ldv, dr, gr, ldg, ar, 7);
-            break;
-        case 6:
-            kernel(wt, st, bt, ngc, g, xr, ldv, dr, gr, ldg, ar, 6);
-            break;
-        case 5:
-            kernel(wt, st, bt, ngc, g, xr, ldv, dr, gr, ldg, ar, 5);
-            break;
-        case 4:
-            kernel(wt, st, bt, ngc, g, xr, ldv, dr, gr, ldg, ar, 4);
-            break;
-        case 3:
-            kernel(wt, st, bt, ngc, g, xr, ldv, dr, gr, ldg, ar, 3);
-            break;
-        case 2:
-            kernel(wt, st, bt, ngc, g, xr, ldv, dr, gr, ldg, ar, 2);
-            break;
-        case 1:
-            kernel(wt, st, bt, ngc, g, xr, ldv, dr, gr, ldg, ar, 1);
-            break;
-        default:
-            break;
-        }
+        /* the rest 4, 2, 1 at a time: a constant count each, so the loops unroll */
+        for (int step = 4; step >= 1; step /= 2)
+            for (; t + step <= T; t += step) {
+                const int16_t *xr = xv + t * ldv;
+                const float *dr = xd + t * ldg, *gr = xg + t * ldg;
+                if (step == 4)
+                    kernel(wt, st, bt, ngc, g, xr, ldv, dr, gr, ldg, acc + t * MR, 4);
+                else if (step == 2)
+                    kernel(wt, st, bt, ngc, g, xr, ldv, dr, gr, ldg, acc + t * MR, 2);
+                else
+                    kernel(wt, st, bt, ngc, g, xr, ldv, dr, gr, ldg, acc + t * MR, 1);
+            }
     }
     for (int64_t t = 0; t < T; t++) memcpy(y + t * ldy, acc + t * MR, (size_t)nr * sizeof(float));
 }
