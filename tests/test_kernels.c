@@ -8,6 +8,7 @@
 #include "kernels/kernels.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,6 +125,38 @@ static void test_rmsnorm_and_softmax(void **state) {
     assert_float_equal(s[1], 1 / z, 1e-6);
 }
 
+/* SiLU (times u) on every table against double precision: both signs, the
+ * tails the vectors leave, the clamp of the exp (|x| > 87), NaN through. */
+static void test_silu_mul(void **state) {
+    (void)state;
+    const lmc_kernel_table *tables[2] = {lmc_kernels_generic(), lmc_kernels_avx2()};
+    if (!tables[1]) printf("test_silu_mul: AVX2 skipped (not on this CPU)\n");
+    enum { N = 203 };
+    float x[N], u[N], y[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)((i * 7919) % 401 - 200) * 0.05f; /* -10 .. 10 */
+        u[i] = 0.5f + (float)(i % 13) * 0.25f;
+    }
+    x[3] = 90.0f, x[4] = -90.0f, x[5] = 1e-8f, x[6] = -0.0f, x[7] = 200.0f, x[8] = -200.0f;
+    for (int t = 0; t < 2; t++) {
+        if (!tables[t]) continue;
+        for (int with_u = 0; with_u < 2; with_u++) {
+            memcpy(y, x, sizeof y);
+            tables[t]->silu_mul(y, with_u ? u : NULL, N);
+            for (int i = 0; i < N; i++) {
+                double v = x[i], want = v / (1.0 + exp(-v)) * (with_u ? u[i] : 1.0);
+                double tol = 4e-7 * fabs(want) + 1e-30;
+                if (fabs(y[i] - want) > tol)
+                    fail_msg("%s silu_mul(%g)%s = %.9g, want %.9g", tables[t]->name, v,
+                             with_u ? " * u" : "", y[i], want);
+            }
+        }
+        y[0] = NAN;
+        tables[t]->silu_mul(y, NULL, 9);
+        assert_true(isnan(y[0]));
+    }
+}
+
 /* Attention's inner loops on every path the CPU has (the others are named
  * as skipped) against double-precision references: head sizes that are and
  * are not multiples of the vector widths, groups of 1-9 queries, runs of
@@ -232,7 +265,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f16_roundtrip_all), cmocka_unit_test(test_bf16_rounding),
         cmocka_unit_test(test_matmul_all_dtypes), cmocka_unit_test(test_rmsnorm_and_softmax),
-        cmocka_unit_test(test_attn_kernels),
+        cmocka_unit_test(test_attn_kernels),      cmocka_unit_test(test_silu_mul),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,8 @@
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
+#include "kernels/exp_avx2.h"
+
 /* Sums of the 8 vectors v[0..7], in order, as one vector. */
 static inline __m256 reduce8(const __m256 *v) {
     __m256 u[4], w[2];
@@ -86,27 +88,6 @@ static void scores_f16(const float *q, int64_t group, int64_t hd, const uint16_t
         scores_impl(q, group, hd, keys, m, s, lds, 1);
 }
 
-static inline __m256 exp8(__m256 x) {
-    /* min and max return their second operand when one is NaN: NaN stays
-     * NaN; the clamp keeps n in [-127, 128) for the exponent bits */
-    x = _mm256_max_ps(_mm256_set1_ps(-87.3365447505531f),
-                      _mm256_min_ps(_mm256_set1_ps(88.3762626647949f), x));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
 static float exp_sum(float *x, int64_t n) {
     __m256 mx = _mm256_set1_ps(-INFINITY);
     int64_t i = 0;
@@ -120,14 +101,14 @@ static float exp_sum(float *x, int64_t n) {
     m = hm > m ? hm : m;
     __m256 mv = _mm256_set1_ps(m), sum = _mm256_setzero_ps();
     for (i = 0; i + 8 <= n; i += 8) {
-        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+        __m256 e = lmc_exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
         _mm256_storeu_ps(x + i, e);
         sum = _mm256_add_ps(sum, e);
     }
     if (i < n) {
         float t[8] = {0};
         for (int64_t k = i; k < n; k++) t[k - i] = x[k] - m;
-        __m256 e = exp8(_mm256_loadu_ps(t));
+        __m256 e = lmc_exp8_avx2(_mm256_loadu_ps(t));
         _mm256_storeu_ps(t, e);
         for (int64_t k = i; k < n; k++) x[k] = t[k - i];
         /* lanes past n hold exp(0) = 1: only the first n - i count */

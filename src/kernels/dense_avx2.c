@@ -4,6 +4,9 @@
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
+#include <math.h>
+
+#include "kernels/exp_avx2.h"
 
 static inline float hsum(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
@@ -114,6 +117,21 @@ static void axpy(float a, const float *x, float *y, int64_t n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+static void silu_mul(float *x, const float *u, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), neg = _mm256_set1_ps(-0.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        __m256 s = _mm256_div_ps(v, _mm256_add_ps(one, lmc_exp8_avx2(_mm256_xor_ps(v, neg))));
+        if (u) s = _mm256_mul_ps(s, _mm256_loadu_ps(u + i));
+        _mm256_storeu_ps(x + i, s);
+    }
+    for (; i < n; i++) {
+        x[i] = x[i] / (1.0f + expf(-x[i]));
+        if (u) x[i] *= u[i];
+    }
+}
+
 static const lmc_kernel_table avx2_table = {
     .name = "avx2",
     .dot_f32 = dot_f32,
@@ -123,6 +141,7 @@ static const lmc_kernel_table avx2_table = {
     .f16_to_f32 = f16_to_f32,
     .bf16_to_f32 = bf16_to_f32,
     .axpy = axpy,
+    .silu_mul = silu_mul,
 };
 
 const lmc_kernel_table *lmc_kernels_avx2(void) {

@@ -2,6 +2,8 @@
  * AVX2. Written so compilers can vectorize them. */
 #include "kernels/kernels.h"
 
+#include <math.h>
+
 #include <string.h>
 
 static float dot_f32(const float *a, const float *b, int64_t n) {
@@ -48,6 +50,12 @@ static void axpy(float a, const float *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+static void silu_mul(float *x, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+    if (u)
+        for (int64_t i = 0; i < n; i++) x[i] *= u[i];
+}
+
 static const lmc_kernel_table generic_table = {
     .name = "generic",
     .dot_f32 = dot_f32,
@@ -57,6 +65,7 @@ static const lmc_kernel_table generic_table = {
     .f16_to_f32 = f16_to_f32,
     .bf16_to_f32 = bf16_to_f32,
     .axpy = axpy,
+    .silu_mul = silu_mul,
 };
 
 const lmc_kernel_table *lmc_kernels_generic(void) {

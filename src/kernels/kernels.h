@@ -19,6 +19,8 @@ typedef struct lmc_kernel_table {
     void (*bf16_to_f32)(const uint16_t *src, float *dst, int64_t n);
     /* y[i] += a * x[i] */
     void (*axpy)(float a, const float *x, float *y, int64_t n);
+    /* x[i] = x[i] / (1 + exp(-x[i])) (SiLU), times u[i] when u is not NULL */
+    void (*silu_mul)(float *x, const float *u, int64_t n);
 } lmc_kernel_table;
 
 const lmc_kernel_table *lmc_kernels(void);

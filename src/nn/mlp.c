@@ -7,9 +7,13 @@
 
 static void act_range(lmc_activation act, float *x, const float *u, int64_t b, int64_t e) {
     switch (act) {
-    case LMC_ACT_SILU:
-        for (int64_t i = b; i < e; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
-        break;
+    case LMC_ACT_SILU: {
+        /* the exact path keeps libm's expf; the fast one takes the table's
+         * (AVX2: a polynomial, within 2 ulp) */
+        const lmc_kernel_table *k = lmc_get_exact() ? lmc_kernels_generic() : lmc_kernels();
+        k->silu_mul(x + b, u ? u + b : NULL, e - b);
+        return;
+    }
     case LMC_ACT_GELU_TANH: /* transformers GELUTanh / PytorchGELUTanh */
         for (int64_t i = b; i < e; i++) {
             float v = x[i];
