@@ -180,6 +180,45 @@ static void test_qgemm_paths(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_q(&cases[i]);
 }
 
+/* The prefill activation quantizer: AVX2 and generic C give the same int16
+ * values, scales and sums for each group size (ties at k + 0.5 after the
+ * scaling, the clamp, a zero group, tiny and huge scales); both report a
+ * NaN or an infinity. */
+static void test_quantize_row_paths(void **state) {
+    (void)state;
+    if (!lmc_cpu_has_avx2_fma_f16c()) {
+        print_message("test_quantize_row_paths: skipped, no AVX2 on this CPU\n");
+        skip();
+    }
+    enum { COLS = 1024 };
+    static float x[COLS];
+    static int16_t v[2][COLS];
+    static float d[2][COLS / 32], gs[2][COLS / 32];
+    for (int trial = 0; trial < 12; trial++) {
+        float scale = trial % 3 == 0 ? 1e-30f : trial % 3 == 1 ? 1e30f : 1.0f;
+        for (int i = 0; i < COLS; i++) x[i] = frand() * scale * (i / 64 % 4 == 1 ? 1e-3f : 1.0f);
+        for (int i = 0; i < 32; i++) x[128 + i] = 0.0f;
+        /* a group scaled by exactly 1 (max 32767): its values are ties */
+        for (int i = 0; i < 32; i++)
+            x[256 + i] =
+                i == 0 ? 32767.0f : (i % 2 ? -1.0f : 1.0f) * ((float)(i * 977 % 32766) + 0.5f);
+        for (int g = 32; g <= 128; g *= 2) {
+            memset(v, 0x55, sizeof v);
+            assert_true(qgemm_quantize_row_generic(x, COLS, g, v[0], d[0], gs[0]));
+            assert_true(qgemm_quantize_row_avx2(x, COLS, g, v[1], d[1], gs[1]));
+            assert_memory_equal(v[0], v[1], sizeof v[0]);
+            assert_memory_equal(d[0], d[1], sizeof(float) * (size_t)(COLS / g));
+            assert_memory_equal(gs[0], gs[1], sizeof(float) * (size_t)(COLS / g));
+        }
+    }
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (int b = 0; b < 3; b++) {
+        x[700] = bad[b];
+        assert_false(qgemm_quantize_row_generic(x, COLS, 64, v[0], d[0], gs[0]));
+        assert_false(qgemm_quantize_row_avx2(x, COLS, 64, v[1], d[1], gs[1]));
+    }
+}
+
 /* Through lmc_qmatmul: more than QUANT_FAST_MAX_T tokens take the GEMM on
  * the fast path, the exact path stays f32 (matches itself bit for bit). */
 static void test_qmatmul_dispatch(void **state) {
@@ -317,9 +356,8 @@ static void test_dense_gemm_paths(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_qgemm_paths),
-        cmocka_unit_test(test_qmatmul_dispatch),
-        cmocka_unit_test(test_dense_gemm_paths),
+        cmocka_unit_test(test_qgemm_paths),      cmocka_unit_test(test_quantize_row_paths),
+        cmocka_unit_test(test_qmatmul_dispatch), cmocka_unit_test(test_dense_gemm_paths),
         cmocka_unit_test(test_qmatmul_multi),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

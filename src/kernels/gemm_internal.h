@@ -32,6 +32,14 @@ typedef struct qgemm_x {
     int64_t ldv, ldg;
 } qgemm_x;
 
+/* One token's x (cols, a multiple of g in 32, 64, 128) to v, d and gsum per
+ * group of g as above; false when x has a NaN or infinity. Generic C
+ * (qgemm.c) and AVX2 (qgemm_avx2.c): the same values (test_gemm). */
+bool qgemm_quantize_row_generic(const float *x, int64_t cols, int g, int16_t *v, float *d,
+                                float *gsum);
+bool qgemm_quantize_row_avx2(const float *x, int64_t cols, int g, int16_t *v, float *d,
+                             float *gsum);
+
 /* Rows [r0, r0 + nr) of w (nr <= the ISA's QGEMM_MR_*) times all T tokens:
  * y[t*ldy + i] = row r0+i of the product (written, not accumulated).
  * scratch: qgemm_scratch_bytes(T) bytes, owned by the caller's thread.

@@ -28,10 +28,8 @@ bool gemm_isa_force(int isa) {
 
 /* ---- activations ----------------------------------------------------------------- */
 
-/* One token: v, d and gsum per group of g. false when x has a NaN or
- * infinity. Written so that compilers vectorize the group loops. */
-static bool quantize_row_i16(const float *x, int64_t cols, int g, int16_t *v, float *d,
-                             float *gsum) {
+bool qgemm_quantize_row_generic(const float *x, int64_t cols, int g, int16_t *v, float *d,
+                                float *gsum) {
     for (int64_t j = 0; j < cols / g; j++) {
         const float *xg = x + j * g;
         float amax = 0.0f;
@@ -65,6 +63,7 @@ typedef struct quant_job {
     int g;
     qgemm_x *qx;
     bool perm64; /* per 64 columns: the even ones, then the odd ones (qgemv, 4 bits) */
+    bool avx2;   /* the AVX2 quantizer (gemm_isa_active() above generic) */
     atomic_bool bad;
 } quant_job;
 
@@ -74,8 +73,9 @@ static void quantize_body(void *ctx, int64_t b, int64_t e, int worker) {
     qgemm_x *q = j->qx;
     for (int64_t t = b; t < e; t++) {
         int16_t *v = (int16_t *)q->v + t * q->ldv;
-        if (!quantize_row_i16(j->x + t * j->cols, j->cols, j->g, v, (float *)q->d + t * q->ldg,
-                              (float *)q->gsum + t * q->ldg))
+        if (!(j->avx2 ? qgemm_quantize_row_avx2 : qgemm_quantize_row_generic)(
+                j->x + t * j->cols, j->cols, j->g, v, (float *)q->d + t * q->ldg,
+                (float *)q->gsum + t * q->ldg))
             atomic_store(&j->bad, true);
         if (!j->perm64) continue;
         for (int64_t c = 0; c < j->cols; c += 64) {
@@ -159,8 +159,12 @@ static bool run_multi(const lmc_qweight *const *ws, int n, const int64_t *r1, co
     if (!buf) return false;
     float *d = (float *)(buf + vbytes), *gsum = d + T * ng;
     qgemm_x qx = {.v = (int16_t *)buf, .d = d, .gsum = gsum, .ldv = cols, .ldg = ng};
-    quant_job qj = {
-        .x = x, .cols = cols, .g = w->group_size, .qx = &qx, .perm64 = gemv && w->bits == 4};
+    quant_job qj = {.x = x,
+                    .cols = cols,
+                    .g = w->group_size,
+                    .qx = &qx,
+                    .perm64 = gemv && w->bits == 4,
+                    .avx2 = gemm_isa_active() != GEMM_GENERIC};
     lmc_parallel_for(T, 8, quantize_body, &qj);
     bool ok = !atomic_load(&qj.bad);
     if (ok) {
