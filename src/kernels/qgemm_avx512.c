@@ -54,12 +54,22 @@ static void pack(const lmc_qweight *w, int64_t r0, int nr, int64_t k0, int64_t k
     /* the next chunk of these rows, into the cache while this one is used:
      * 32 short strided streams defeat the hardware prefetcher */
     const int64_t chunk_bytes = kc * w->bits / 8;
-    if (k0 + kc < w->cols)
+    if (k0 + kc < w->cols) {
         for (int i = 0; i < nr; i++) {
             const char *next =
                 (const char *)w->packed + (r0 + i) * row_bytes + (k0 + kc) * w->bits / 8;
             for (int64_t b = 0; b < chunk_bytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T1);
         }
+    } else {
+        /* the last chunk: the first one of the next rows, the tile this
+         * thread most likely takes next (its chunks of the job are runs of
+         * tiles) */
+        const int64_t first = kc < w->cols ? GEMM_KC * w->bits / 8 : chunk_bytes;
+        for (int64_t r = r0 + MR; r < r0 + 2 * MR && r < w->rows; r++) {
+            const char *next = (const char *)w->packed + r * row_bytes;
+            for (int64_t b = 0; b < first; b += 64) _mm_prefetch(next + b, _MM_HINT_T1);
+        }
+    }
     const __m128i m4 = _mm_set1_epi8(0x0F);
     for (int half = 0; half < MR / 16; half++)
         for (int64_t p0 = 0; p0 < np; p0 += 16) {
