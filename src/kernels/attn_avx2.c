@@ -9,7 +9,7 @@
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
-#include "kernels/exp_avx2.h"
+#include "kernels/avx2_inline.h"
 
 /* Sums of the 8 vectors v[0..7], in order, as one vector. */
 static inline __m256 reduce8(const __m256 *v) {

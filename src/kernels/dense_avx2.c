@@ -6,7 +6,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/exp_avx2.h"
+#include "kernels/avx2_inline.h"
 
 static inline float hsum(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);

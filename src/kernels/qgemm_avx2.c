@@ -7,6 +7,8 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
+#include "kernels/avx2_inline.h"
+
 #define MR QGEMM_MR_AVX2
 #define NT 3
 
@@ -164,23 +166,11 @@ void qgemm_tile_avx2(const lmc_qweight *w, int64_t r0, int nr, const qgemm_x *x,
 
 bool qgemm_quantize_row_avx2(const float *x, int64_t cols, int g, int16_t *v, float *d,
                              float *gsum) {
-    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    const __m256 fmax = _mm256_set1_ps(3.4028234663852886e38f);
     const __m256i qmax = _mm256_set1_epi32(32767), qmin = _mm256_set1_epi32(-32767);
     for (int64_t j = 0; j < cols / g; j++) {
         const float *xg = x + j * g;
-        __m256 a = _mm256_setzero_ps();
-        int finite = 0xff;
-        for (int i = 0; i < g; i += 8) {
-            __m256 av = _mm256_and_ps(_mm256_loadu_ps(xg + i), absmask);
-            finite &= _mm256_movemask_ps(_mm256_cmp_ps(av, fmax, _CMP_LE_OQ));
-            a = _mm256_max_ps(a, av);
-        }
-        if (finite != 0xff) return false;
-        __m128 m = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        m = _mm_max_ss(m, _mm_movehdup_ps(m));
-        const float amax = _mm_cvtss_f32(m);
+        const float amax = lmc_absmax_avx2(xg, g);
+        if (amax < 0.0f) return false;
         const float dj = amax / 32767.0f, id = amax > 0.0f ? 32767.0f / amax : 0.0f;
         /* round to nearest even (the MXCSR default), as the generic code's
          * float adder does for |x * id| < 2^22 */
@@ -196,11 +186,8 @@ bool qgemm_quantize_row_avx2(const float *x, int64_t cols, int g, int16_t *v, fl
             _mm256_storeu_si256((__m256i *)(v + j * g + i),
                                 _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xD8));
         }
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
         d[j] = dj;
-        gsum[j] = dj * (float)_mm_cvtsi128_si32(s4);
+        gsum[j] = dj * (float)lmc_hsum_epi32_avx2(s);
     }
     return true;
 }

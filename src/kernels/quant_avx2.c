@@ -19,6 +19,8 @@
 
 #include <immintrin.h>
 
+#include "kernels/avx2_inline.h"
+
 #define REG_BARRIER(v) __asm__("" : "+x"(v))
 
 static inline float hsum256(__m256 v) {
@@ -602,24 +604,11 @@ static inline __m256i pack_digits(__m256i a, __m256i b, bool split) {
 
 bool quant_qblocks_avx2(const float *x, int64_t k0, int64_t n, int64_t nb, int span, int8_t *h,
                         int8_t *l, float *d, int32_t *sums) {
-    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    const __m256 fmax = _mm256_set1_ps(3.4028234663852886e38f);
     const __m256i vmax = _mm256_set1_epi32(QUANT_QMAX), vmin = _mm256_set1_epi32(-QUANT_QMAX);
     for (int64_t j = 0; j < n; j++) {
         const float *xb = x + j * QUANT_QBLOCK;
-        __m256 v[4], a = _mm256_setzero_ps();
-        int finite = 0xff;
-        for (int i = 0; i < 4; i++) {
-            v[i] = _mm256_loadu_ps(xb + 8 * i);
-            __m256 av = _mm256_and_ps(v[i], absmask);
-            finite &= _mm256_movemask_ps(_mm256_cmp_ps(av, fmax, _CMP_LE_OQ));
-            a = _mm256_max_ps(a, av);
-        }
-        if (finite != 0xff) return false;
-        __m128 m = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        m = _mm_max_ss(m, _mm_movehdup_ps(m));
-        const float amax = _mm_cvtss_f32(m);
+        const float amax = lmc_absmax_avx2(xb, QUANT_QBLOCK);
+        if (amax < 0.0f) return false;
         const float id = amax > 0.0f ? (float)QUANT_QMAX / amax : 0.0f;
         d[j] = amax / (float)QUANT_QMAX;
         /* round to nearest even (the MXCSR default), as the generic code's
@@ -627,14 +616,11 @@ bool quant_qblocks_avx2(const float *x, int64_t k0, int64_t n, int64_t nb, int s
         const __m256 vid = _mm256_set1_ps(id);
         __m256i q[4], s = _mm256_setzero_si256();
         for (int i = 0; i < 4; i++) {
-            q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], vid));
+            q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 8 * i), vid));
             q[i] = _mm256_max_epi32(_mm256_min_epi32(q[i], vmax), vmin);
             s = _mm256_add_epi32(s, q[i]);
         }
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
-        sums[j] = _mm_cvtsi128_si32(s4);
+        sums[j] = lmc_hsum_epi32_avx2(s);
         /* int16 in column order: packs interleaves the 128-bit lanes */
         __m256i w0 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xD8);
         __m256i w1 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xD8);
