@@ -6,9 +6,11 @@
  * a job (counted in the job word) only while it is open; once the caller has
  * run out of chunks it closes the job and waits only for the workers that
  * joined, which are running chunks. So on a machine where another process
- * holds the other core, a worker that is not scheduled costs nothing: the
- * caller does all chunks itself, and 2 threads are no slower than 1 (it used
- * to spin, then yield, until every worker had checked in).
+ * holds the other core, a worker that is not scheduled before the job ends
+ * costs nothing: the caller does all chunks itself (it used to spin, then
+ * yield, until every worker had checked in). One descheduled inside its
+ * chunk does cost a wait: those stalls send every job to the caller alone
+ * for a while (stalled(), below).
  *
  * Several application threads may call lmc_parallel_for at once (each with
  * its own session over one model): the pool runs one job at a time, owned
