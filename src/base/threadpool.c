@@ -166,8 +166,9 @@ static void record(job_stat *js, double alone, double on_pool) {
 /* A busy machine (another process holds a core): a worker runs late, and
  * a job on the pool takes longer than the caller alone would have (a stall:
  * the caller waited STALL_MIN or more for a worker descheduled inside its
- * chunk, or a worker that was not asleep took no part in a job that long,
- * so it was not scheduled). Two stalls within STALL_WINDOW make every job
+ * chunk, or no worker took part in a job that long: one spinning joins
+ * within a microsecond and one woken from its sleep within a tenth of a
+ * millisecond when it is scheduled). Two stalls within STALL_WINDOW make every job
  * run on the caller alone for a while, so the workers go to sleep and leave
  * the cores to the caller and the other process; then the pool is tried
  * again, and a stall within PROBE_WINDOW of that makes the time alone four
@@ -189,12 +190,12 @@ static void record(job_stat *js, double alone, double on_pool) {
 #define PROBE_WINDOW 0.02
 
 /* A job on the pool: wall time on_pool, the caller's own work mine of n
- * indices in t_mine, awake: workers not asleep when it opened. */
-static bool stalled(double on_pool, double t_mine, int64_t mine, int64_t n, int awake) {
+ * indices in t_mine. */
+static bool stalled(double on_pool, double t_mine, int64_t mine, int64_t n) {
     if (mine <= 0) return false; /* the workers did it all: no loss */
     double alone = t_mine / (double)mine * (double)n;
     if (on_pool - t_mine > STALL_MIN && on_pool > alone) return true;
-    return mine == n && awake > 0 && t_mine > STALL_MIN;
+    return mine == n && t_mine > STALL_MIN;
 }
 
 static void note_stall(pool *p, double now) {
@@ -408,8 +409,7 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
     p->gen++;
     if (p->gen == 0) p->gen = 1; /* workers start at 0 */
     atomic_store(&p->job, (unsigned long long)p->gen << 32);
-    const int asleep = atomic_load(&p->sleepers);
-    if (asleep > 0) {
+    if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
@@ -432,7 +432,7 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
     const double t2 = lmc_time_now();
     /* the caller's pace over its own indices estimates the time alone; a
      * stall says how busy the machine is, not what this kind of job costs */
-    if (stalled(t2 - t0, t1 - t0, mine, n, workers - 1 - asleep)) {
+    if (stalled(t2 - t0, t1 - t0, mine, n)) {
         note_stall(p, t2);
         record(js, (t1 - t0) / (double)mine * (double)n, 0);
     } else {
