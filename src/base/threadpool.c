@@ -56,7 +56,7 @@ typedef struct pool {
     bool contended;      /* jobs run on the caller alone until inline_until */
     double inline_until; /* lmc_time_now() */
     double backoff;      /* seconds inline after the next stall */
-    double probe_end;    /* a stall before this doubles the backoff */
+    double probe_end;    /* a stall before this lengthens the backoff */
     double last_stall;   /* when the last stall was */
 } pool;
 
@@ -189,13 +189,13 @@ static void record(job_stat *js, double alone, double on_pool) {
 #define CONTENDED_MAX 1.0
 #define PROBE_WINDOW 0.02
 
-/* A job on the pool: wall time on_pool, the caller's own work mine of n
- * indices in t_mine. */
-static bool stalled(double on_pool, double t_mine, int64_t mine, int64_t n) {
-    if (mine <= 0) return false; /* the workers did it all: no loss */
-    double alone = t_mine / (double)mine * (double)n;
+/* A job on the pool: wall time on_pool, the caller's own part in t_mine,
+ * alone: the time the caller alone would have taken (0: the workers did it
+ * all, no loss), all_mine: no worker took part. */
+static bool stalled(double on_pool, double t_mine, double alone, bool all_mine) {
+    if (alone <= 0) return false;
     if (on_pool - t_mine > STALL_MIN && on_pool > alone) return true;
-    return mine == n && t_mine > STALL_MIN;
+    return all_mine && t_mine > STALL_MIN;
 }
 
 static void note_stall(pool *p, double now) {
@@ -432,11 +432,9 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
     const double t2 = lmc_time_now();
     /* the caller's pace over its own indices estimates the time alone; a
      * stall says how busy the machine is, not what this kind of job costs */
-    if (stalled(t2 - t0, t1 - t0, mine, n)) {
-        note_stall(p, t2);
-        record(js, (t1 - t0) / (double)mine * (double)n, 0);
-    } else {
-        record(js, mine > 0 ? (t1 - t0) / (double)mine * (double)n : 0, t2 - t0);
-    }
+    const double alone = mine > 0 ? (t1 - t0) / (double)mine * (double)n : 0;
+    const bool stall = stalled(t2 - t0, t1 - t0, alone, mine == n);
+    if (stall) note_stall(p, t2);
+    record(js, alone, stall ? 0 : t2 - t0);
     pthread_mutex_unlock(&p->job_mu);
 }

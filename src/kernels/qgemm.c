@@ -32,14 +32,8 @@ bool qgemm_quantize_row_generic(const float *x, int64_t cols, int g, int16_t *v,
                                 float *gsum) {
     for (int64_t j = 0; j < cols / g; j++) {
         const float *xg = x + j * g;
-        float amax = 0.0f;
-        bool finite = true;
-        for (int i = 0; i < g; i++) {
-            float a = fabsf(xg[i]);
-            finite &= a <= 3.4028234663852886e38f; /* false for NaN and inf */
-            amax = a > amax ? a : amax;
-        }
-        if (!finite) return false;
+        const float amax = quant_absmax(xg, g);
+        if (amax < 0.0f) return false;
         float dj = amax / 32767.0f, id = amax > 0.0f ? 32767.0f / amax : 0.0f;
         int32_t sum = 0;
         for (int i = 0; i < g; i++) {

@@ -131,14 +131,8 @@ bool quant_qblocks_generic(const float *x, int64_t k0, int64_t n, int64_t nb, in
                            int8_t *l, float *d, int32_t *sums) {
     for (int64_t j = 0; j < n; j++) {
         const float *xb = x + j * QUANT_QBLOCK;
-        float amax = 0.0f;
-        bool finite = true;
-        for (int i = 0; i < QUANT_QBLOCK; i++) {
-            float a = fabsf(xb[i]);
-            finite &= a <= 3.4028234663852886e38f; /* false for NaN and inf */
-            amax = a > amax ? a : amax;
-        }
-        if (!finite) return false;
+        const float amax = quant_absmax(xb, QUANT_QBLOCK);
+        if (amax < 0.0f) return false;
         float id = amax > 0.0f ? (float)QUANT_QMAX / amax : 0.0f;
         d[j] = amax / (float)QUANT_QMAX;
         int8_t hb[QUANT_QBLOCK], lb[QUANT_QBLOCK];

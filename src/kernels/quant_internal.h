@@ -93,6 +93,20 @@ typedef struct quant_qx {
     const float *corr;   /* [groups]: 128 * gsum (the AVX2 8-bit kernel's offset term) */
 } quant_qx;
 
+/* max |x[i]| over n floats, or -1 when one is NaN or infinite: the block
+ * scale of the activation quantizers' generic C (quant_generic.c, qgemm.c;
+ * avx2_inline.h has the AVX2 one). */
+static inline float quant_absmax(const float *x, int n) {
+    float amax = 0.0f;
+    bool finite = true;
+    for (int i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        finite &= a <= 3.4028234663852886e38f; /* false for NaN and inf */
+        amax = a > amax ? a : amax;
+    }
+    return finite ? amax : -1.0f;
+}
+
 /* Where block k (of nb in a token) of h and l goes: its 16 even columns at
  * *even and its 16 odd ones at *odd, or (span 0) all 32 in order at *even
  * (*odd = -1). span > 0: the 4-bit SIMD kernels' order (quant.c,
