@@ -8,19 +8,29 @@
  * vpdpbusd (u8 q x s8 digit, 4 products per int32 lane, no saturation) sums
  * each digit; int32 lane i then holds columns of block i / 4, so
  *   255 * H + L  ->  f32, times d of its block (x->dexp), times the scale of
- * its group (a permute of the row's scales), accumulated per lane; the bias
- * terms, b * the group sums of x, once per row. The same integers as the
- * AVX2 and generic kernels: only the f32 summation order differs.
+ * its group, accumulated per lane; the bias terms, b * the group sums of x,
+ * as one FMA per 16 groups. The scales and biases of 16 groups at a time
+ * stay in registers (a row's scale for each lane comes by a permute of them
+ * with a running index): no store and reload per row. The same integers as
+ * the AVX2 and generic kernels: only the f32 summation order differs.
  * Needs cols % 128 == 0. Called only when lmc_cpu_has_avx512(). */
 #include "kernels/quant_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#include "kernels/scales_avx512.h"
+#include <immintrin.h>
 
-#define SEG 64          /* groups whose scales are converted at a time */
 #define PREFETCH_ROWS 8 /* rows ahead for the scales and biases */
+#define ROWS 4          /* rows at a time: each load of x serves all of them */
 
-#define ROWS 4 /* rows at a time: each load of x serves all of them */
+/* n <= 16 group scales (or biases) from element off of p as f32; lanes past
+ * n are 0. */
+static inline __m512 scales16(const void *p, lmc_dtype dt, int64_t off, int n) {
+    const __mmask16 m = (__mmask16)((1u << n) - 1);
+    if (dt == LMC_DTYPE_F32) return _mm512_maskz_loadu_ps(m, (const float *)p + off);
+    const __m256i v = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + off);
+    if (dt == LMC_DTYPE_F16) return _mm512_cvtph_ps(v);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+}
 
 /* Rows r0 + i * stride, i < nr, into y[i * stride]. */
 static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, int64_t r0,
@@ -29,23 +39,20 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
     const int g = w->group_size;
     const int64_t ng = quant_groups(w), row_bytes = quant_row_words(w) * 4;
     const size_t ss = quant_scale_size(w->scale_dtype);
-    const int gpc = 128 / g; /* groups per 128 columns */
+    const int gpc = 128 / g; /* groups per 128 columns: 4, 2 or 1 */
     /* lane i of a chunk's accumulators -> its group within the chunk */
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i sidx = g == 32   ? _mm512_srli_epi32(lane, 2)
                          : g == 64 ? _mm512_srli_epi32(lane, 3)
                                    : _mm512_setzero_si512();
+    const __m512i step = _mm512_set1_epi32(gpc);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    /* + 16: a chunk's permute reads 16 scales from its first group on */
-    _Alignas(64) float sc[ROWS][SEG + 16], bi[ROWS][SEG];
     const uint8_t *rp[ROWS];
-    __m512 acc[ROWS], bt[ROWS];
-    float tail[ROWS];
+    __m512 acc[ROWS];
 #pragma GCC unroll 4
     for (int i = 0; i < nr; i++) {
         rp[i] = (const uint8_t *)w->packed + (r0 + i * stride) * row_bytes;
-        acc[i] = _mm512_setzero_ps(), bt[i] = _mm512_setzero_ps(), tail[i] = 0.0f;
-        memset(sc[i] + SEG, 0, 16 * sizeof(float));
+        acc[i] = _mm512_setzero_ps();
     }
     /* the scales and biases of the rows a few calls ahead */
 #pragma GCC unroll 4
@@ -57,16 +64,21 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
                 _mm_prefetch((const char *)w->biases + off + b, _MM_HINT_T0);
             }
         }
-    for (int64_t j0 = 0; j0 < ng; j0 += SEG) {
-        const int n = (int)(ng - j0 < SEG ? ng - j0 : SEG);
+    const int8_t *xh = x->h, *xl = x->l;
+    const float *dexp = x->dexp;
+    for (int64_t j0 = 0; j0 < ng; j0 += 16) {
+        const int n = (int)(ng - j0 < 16 ? ng - j0 : 16);
+        const __m512 gs = _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), x->gsum + j0);
+        __m512 sc[ROWS];
 #pragma GCC unroll 4
         for (int i = 0; i < nr; i++) {
-            load_scales_avx512(w->scales, w->scale_dtype, (r0 + i * stride) * ng + j0, n, sc[i]);
-            load_scales_avx512(w->biases, w->scale_dtype, (r0 + i * stride) * ng + j0, n, bi[i]);
+            const int64_t off = (r0 + i * stride) * ng + j0;
+            sc[i] = scales16(w->scales, w->scale_dtype, off, n);
+            /* biases times the quantized group sums */
+            acc[i] = _mm512_fmadd_ps(scales16(w->biases, w->scale_dtype, off, n), gs, acc[i]);
         }
         const int64_t c0 = j0 * g, nch = (int64_t)n * g / 128;
-        const int8_t *xh = x->h + c0, *xl = x->l + c0;
-        const float *dexp = x->dexp + c0 / 64 * 8;
+        __m512i idx = sidx;
         for (int64_t c = 0; c < nch; c++) {
             const __m512i h0 = _mm512_loadu_si512(xh), h1 = _mm512_loadu_si512(xh + 64);
             const __m512i l0 = _mm512_loadu_si512(xl), l1 = _mm512_loadu_si512(xl + 64);
@@ -87,24 +99,14 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
                 /* 255 h + l, exact: |.| <= 64 * 15 * 32385 per lane */
                 __m512i s = _mm512_add_epi32(_mm512_sub_epi32(_mm512_slli_epi32(h, 8), h), l);
                 __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(s), de);
-                __m512 sv = _mm512_permutexvar_ps(sidx, _mm512_loadu_ps(sc[i] + c * gpc));
-                acc[i] = _mm512_fmadd_ps(t, sv, acc[i]);
+                acc[i] = _mm512_fmadd_ps(t, _mm512_permutexvar_ps(idx, sc[i]), acc[i]);
             }
+            idx = _mm512_add_epi32(idx, step);
             xh += 128, xl += 128, dexp += 16;
-        }
-        /* biases times the quantized group sums */
-        const float *gs = x->gsum + j0;
-#pragma GCC unroll 4
-        for (int i = 0; i < nr; i++) {
-            int j = 0;
-            for (; j + 16 <= n; j += 16)
-                bt[i] = _mm512_fmadd_ps(_mm512_load_ps(bi[i] + j), _mm512_loadu_ps(gs + j), bt[i]);
-            for (; j < n; j++) tail[i] += bi[i][j] * gs[j];
         }
     }
 #pragma GCC unroll 4
-    for (int i = 0; i < nr; i++)
-        y[i * stride] = _mm512_reduce_add_ps(acc[i]) + (_mm512_reduce_add_ps(bt[i]) + tail[i]);
+    for (int i = 0; i < nr; i++) y[i * stride] = _mm512_reduce_add_ps(acc[i]);
 }
 
 void quant_matvec_q4_avx512(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
