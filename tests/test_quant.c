@@ -434,9 +434,11 @@ static void test_qmatvec_q4_shapes(void **state) {
                 const int64_t rows = 4 * (gi + ci) + 1 + di, cols = colsv[ci];
                 qmat m;
                 qmat_make(&m, rows, cols, 4, groups[gi], dts[di]);
-                float *x = malloc(sizeof(float) * (size_t)cols), *y = malloc(sizeof(float) * (size_t)rows),
+                float *x = malloc(sizeof(float) * (size_t)cols),
+                      *y = malloc(sizeof(float) * (size_t)rows),
                       *yex = malloc(sizeof(float) * (size_t)rows);
-                for (int64_t i = 0; i < cols; i++) x[i] = nrand() * (i / 32 % 3 == 1 ? 0.02f : 1.0f);
+                for (int64_t i = 0; i < cols; i++)
+                    x[i] = nrand() * (i / 32 % 3 == 1 ? 0.02f : 1.0f);
                 for (int simd = 0; simd < 2; simd++) {
                     lmc_quant_use_simd(simd);
                     lmc_set_exact(1);

@@ -41,7 +41,7 @@ static void pack_f32(const void *w, lmc_dtype dt, int64_t cols, int64_t r0, int 
 static inline __attribute__((always_inline)) void
 kernel_f32(const float *wt, int64_t kc, const float *x, int64_t ldx, float *acc, const int nt) {
     __m512 f0[NT], f1[NT];
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int t = 0; t < nt; t++) {
         f0[t] = _mm512_load_ps(acc + t * MR);
         f1[t] = _mm512_load_ps(acc + t * MR + 16);
@@ -49,14 +49,14 @@ kernel_f32(const float *wt, int64_t kc, const float *x, int64_t ldx, float *acc,
 #pragma GCC unroll 4
     for (int64_t k = 0; k < kc; k++) {
         const __m512 w0 = _mm512_load_ps(wt + k * MR), w1 = _mm512_load_ps(wt + k * MR + 16);
-#pragma GCC unroll 8
+#pragma GCC unroll 4
         for (int t = 0; t < nt; t++) {
             const __m512 xx = _mm512_set1_ps(x[t * ldx + k]);
             f0[t] = _mm512_fmadd_ps(w0, xx, f0[t]);
             f1[t] = _mm512_fmadd_ps(w1, xx, f1[t]);
         }
     }
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int t = 0; t < nt; t++) {
         _mm512_store_ps(acc + t * MR, f0[t]);
         _mm512_store_ps(acc + t * MR + 16, f1[t]);
@@ -133,7 +133,7 @@ static inline __attribute__((always_inline)) void kernel_bf16(const uint32_t *wt
                                                               const uint16_t *xb, int64_t ldx,
                                                               float *acc, const int nt) {
     __m512 f0[NT], f1[NT];
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int t = 0; t < nt; t++) {
         f0[t] = _mm512_load_ps(acc + t * MR);
         f1[t] = _mm512_load_ps(acc + t * MR + 16);
@@ -142,7 +142,7 @@ static inline __attribute__((always_inline)) void kernel_bf16(const uint32_t *wt
     for (int64_t p = 0; p < np; p++) {
         const __m512bh w0 = (__m512bh)_mm512_load_si512((const void *)(wt + p * MR));
         const __m512bh w1 = (__m512bh)_mm512_load_si512((const void *)(wt + p * MR + 16));
-#pragma GCC unroll 8
+#pragma GCC unroll 4
         for (int t = 0; t < nt; t++) {
             int32_t xi;
             memcpy(&xi, xb + t * ldx + 2 * p, 4);
@@ -151,7 +151,7 @@ static inline __attribute__((always_inline)) void kernel_bf16(const uint32_t *wt
             f1[t] = _mm512_dpbf16_ps(f1[t], w1, xx);
         }
     }
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int t = 0; t < nt; t++) {
         _mm512_store_ps(acc + t * MR, f0[t]);
         _mm512_store_ps(acc + t * MR + 16, f1[t]);
@@ -205,6 +205,9 @@ void gemm_tile_bf16_avx512(const uint16_t *w, int64_t cols, int64_t r0, int nr, 
         }
 }
 
+/* Bytes ahead that the bf16 decode kernel prefetches each row stream (1 KB
+ * measured the same, 3 and 4 KB 2-7% slower on Zen 5). */
+#define GEMV_PREFETCH 2048
 /* ---- bf16 decode: rows [r0, r0+nr) dotted with up to 3 bf16 tokens ---- */
 
 static inline __attribute__((always_inline)) void gemv_rows(const uint16_t *w, int64_t cols,
@@ -217,8 +220,8 @@ static inline __attribute__((always_inline)) void gemv_rows(const uint16_t *w, i
         for (int t = 0; t < nt; t++) a[t][0] = a[t][1] = _mm512_setzero_ps();
         int64_t c = 0;
         for (; c + 64 <= cols; c += 64) {
-            _mm_prefetch((const char *)(wr + c) + 2048, _MM_HINT_T0);
-            _mm_prefetch((const char *)(wr + c) + 2048 + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)((uintptr_t)(wr + c) + GEMV_PREFETCH), _MM_HINT_T0);
+            _mm_prefetch((const char *)((uintptr_t)(wr + c) + GEMV_PREFETCH + 64), _MM_HINT_T0);
             const __m512bh w0 = (__m512bh)_mm512_loadu_si512((const void *)(wr + c));
             const __m512bh w1 = (__m512bh)_mm512_loadu_si512((const void *)(wr + c + 32));
 #pragma GCC unroll 3
@@ -238,8 +241,49 @@ static inline __attribute__((always_inline)) void gemv_rows(const uint16_t *w, i
     }
 }
 
+/* One token, rows r0 + i * stride (i < nr <= 4) at once: each load of x
+ * serves every row, and each row is a sequential stream of its own. */
+static inline __attribute__((always_inline)) void gemv_rows4(const uint16_t *w, int64_t cols,
+                                                             int64_t r0, int64_t stride,
+                                                             const int nr, const uint16_t *xb,
+                                                             float *y) {
+    const uint16_t *wr[4];
+    __m512 a[4][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++)
+        wr[i] = w + (r0 + i * stride) * cols, a[i][0] = a[i][1] = _mm512_setzero_ps();
+    int64_t c = 0;
+    for (; c + 64 <= cols; c += 64) {
+        const __m512bh x0 = (__m512bh)_mm512_loadu_si512((const void *)(xb + c));
+        const __m512bh x1 = (__m512bh)_mm512_loadu_si512((const void *)(xb + c + 32));
+#pragma GCC unroll 4
+        for (int i = 0; i < nr; i++) {
+            _mm_prefetch((const char *)((uintptr_t)(wr[i] + c) + GEMV_PREFETCH), _MM_HINT_T0);
+            _mm_prefetch((const char *)((uintptr_t)(wr[i] + c) + GEMV_PREFETCH + 64), _MM_HINT_T0);
+            a[i][0] = _mm512_dpbf16_ps(a[i][0],
+                                       (__m512bh)_mm512_loadu_si512((const void *)(wr[i] + c)), x0);
+            a[i][1] = _mm512_dpbf16_ps(
+                a[i][1], (__m512bh)_mm512_loadu_si512((const void *)(wr[i] + c + 32)), x1);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) {
+        float s = _mm512_reduce_add_ps(_mm512_add_ps(a[i][0], a[i][1]));
+        for (int64_t k = c; k < cols; k++) s += lmc_bf16_to_f32(wr[i][k]) * lmc_bf16_to_f32(xb[k]);
+        y[i * stride] = s;
+    }
+}
+
 void gemv_bf16_avx512(const uint16_t *w, int64_t cols, int64_t r0, int nr, const uint16_t *xb,
                       int64_t T, float *y, int64_t ldy) {
+    if (T == 1) {
+        /* four rows a quarter of the range apart: 1.22x the one-row loop
+         * (measured per call, alternating every 20 ms) */
+        const int64_t q = nr / 4;
+        for (int64_t k = 0; k < q; k++) gemv_rows4(w, cols, r0 + k, q, 4, xb, y + k);
+        for (int64_t r = q * 4; r < nr; r++) gemv_rows4(w, cols, r0 + r, 1, 1, xb, y + r);
+        return;
+    }
     for (int64_t t = 0; t < T; t += 3) {
         const int64_t n = T - t < 3 ? T - t : 3;
         if (n == 3)
