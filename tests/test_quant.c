@@ -418,48 +418,50 @@ static void test_qmatmul_fast_matches_double(void **state) {
 /* 8 bits at the extremes: q in {0, 255} against xq = +-127, where a plain
  * vpmaddubsw of u8 q and s8 x would saturate (2*255*127 > 32767); and a
  * non-finite x falls back to the exact path (NaN out). */
-/* The 4-bit decode kernels (AVX-512: 16 groups' scales at a time in
+/* The 4- and 8-bit decode kernels (AVX-512: 16 groups' scales at a time in
  * registers, a last segment of fewer; AVX2) over every group size and scale
  * dtype, with column counts that give whole and partial segments and rows
  * that are not a multiple of the kernels' four. */
-static void test_qmatvec_q4_shapes(void **state) {
+static void test_qmatvec_shapes(void **state) {
     (void)state;
     static const int groups[] = {32, 64, 128};
     static const lmc_dtype dts[] = {LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_F32};
     static const int64_t colsv[] = {128, 128 * 9, 128 * 17};
     int failures = 0;
-    for (int gi = 0; gi < 3; gi++)
-        for (int di = 0; di < 3; di++)
-            for (int ci = 0; ci < 3; ci++) {
-                const int64_t rows = 4 * (gi + ci) + 1 + di, cols = colsv[ci];
-                qmat m;
-                qmat_make(&m, rows, cols, 4, groups[gi], dts[di]);
-                float *x = malloc(sizeof(float) * (size_t)cols),
-                      *y = malloc(sizeof(float) * (size_t)rows),
-                      *yex = malloc(sizeof(float) * (size_t)rows);
-                for (int64_t i = 0; i < cols; i++)
-                    x[i] = nrand() * (i / 32 % 3 == 1 ? 0.02f : 1.0f);
-                for (int simd = 0; simd < 2; simd++) {
-                    lmc_quant_use_simd(simd);
-                    lmc_set_exact(1);
-                    lmc_qmatmul(&m.w, x, 1, yex);
-                    lmc_set_exact(0);
-                    memset(y, 0xff, sizeof(float) * (size_t)rows);
-                    lmc_qmatmul(&m.w, x, 1, y);
-                    double ratio = 0;
-                    bool differs = false;
-                    int bad = check_fast(&m, x, 1, y, yex, &ratio, &differs);
-                    if (bad) {
-                        printf("q4 matvec group %d %s rows %lld cols %lld simd %d: %d bad (max "
-                               "err/bound %.3g)\n",
-                               groups[gi], dt_name(dts[di]), (long long)rows, (long long)cols, simd,
-                               bad, ratio);
-                        failures++;
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (int gi = 0; gi < 3; gi++)
+            for (int di = 0; di < 3; di++)
+                for (int ci = 0; ci < 3; ci++) {
+                    const int64_t rows = 4 * (gi + ci) + 1 + di, cols = colsv[ci];
+                    qmat m;
+                    qmat_make(&m, rows, cols, bits, groups[gi], dts[di]);
+                    float *x = malloc(sizeof(float) * (size_t)cols),
+                          *y = malloc(sizeof(float) * (size_t)rows),
+                          *yex = malloc(sizeof(float) * (size_t)rows);
+                    for (int64_t i = 0; i < cols; i++)
+                        x[i] = nrand() * (i / 32 % 3 == 1 ? 0.02f : 1.0f);
+                    for (int simd = 0; simd < 2; simd++) {
+                        lmc_quant_use_simd(simd);
+                        lmc_set_exact(1);
+                        lmc_qmatmul(&m.w, x, 1, yex);
+                        lmc_set_exact(0);
+                        memset(y, 0xff, sizeof(float) * (size_t)rows);
+                        lmc_qmatmul(&m.w, x, 1, y);
+                        double ratio = 0;
+                        bool differs = false;
+                        int bad = check_fast(&m, x, 1, y, yex, &ratio, &differs);
+                        if (bad) {
+                            printf(
+                                "q%d matvec group %d %s rows %lld cols %lld simd %d: %d bad (max "
+                                "err/bound %.3g)\n",
+                                bits, groups[gi], dt_name(dts[di]), (long long)rows,
+                                (long long)cols, simd, bad, ratio);
+                            failures++;
+                        }
                     }
+                    free(x), free(y), free(yex);
+                    qmat_free(&m);
                 }
-                free(x), free(y), free(yex);
-                qmat_free(&m);
-            }
     lmc_quant_use_simd(true);
     assert_int_equal(failures, 0);
 }
@@ -769,7 +771,7 @@ int main(void) {
         cmocka_unit_test(test_dequant_matches_reference),
         cmocka_unit_test(test_qmatmul_matches_double),
         cmocka_unit_test(test_qmatmul_fast_matches_double),
-        cmocka_unit_test(test_qmatvec_q4_shapes),
+        cmocka_unit_test(test_qmatvec_shapes),
         cmocka_unit_test(test_qmatmul_fast_extremes),
         cmocka_unit_test(test_qblocks_paths_agree),
         cmocka_unit_test(test_exact_switch),

@@ -132,6 +132,22 @@ static void tile_body(void *ctx, int64_t b, int64_t e, int worker) {
         atomic_store(&j->nomem, true);
         return;
     }
+    if (j->fn == qgemv_rows_avx512) {
+        /* decode: the tiles of one weight in one call (its kernel streams
+         * rows a quarter of the range apart) */
+        for (int64_t tile = b; tile < e;) {
+            int i = 0;
+            while (tile >= j->first[i + 1]) i++;
+            const int64_t end = e < j->first[i + 1] ? e : j->first[i + 1];
+            int64_t r = j->r0[i] + (tile - j->first[i]) * j->mr;
+            int64_t re = j->r0[i] + (end - j->first[i]) * j->mr;
+            if (re > j->r1[i]) re = j->r1[i];
+            j->fn(j->w[i], r, (int)(re - r), j->qx, j->T, j->y[i] + (r - j->r0[i]), j->ldy[i],
+                  scratch);
+            tile = end;
+        }
+        return;
+    }
     for (int64_t tile = b; tile < e; tile++) {
         int i = 0;
         while (tile >= j->first[i + 1]) i++;
