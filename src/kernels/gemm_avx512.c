@@ -41,7 +41,7 @@ static void pack_f32(const void *w, lmc_dtype dt, int64_t cols, int64_t r0, int 
 static inline __attribute__((always_inline)) void
 kernel_f32(const float *wt, int64_t kc, const float *x, int64_t ldx, float *acc, const int nt) {
     __m512 f0[NT], f1[NT];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
         f0[t] = _mm512_load_ps(acc + t * MR);
         f1[t] = _mm512_load_ps(acc + t * MR + 16);
@@ -49,14 +49,14 @@ kernel_f32(const float *wt, int64_t kc, const float *x, int64_t ldx, float *acc,
 #pragma GCC unroll 4
     for (int64_t k = 0; k < kc; k++) {
         const __m512 w0 = _mm512_load_ps(wt + k * MR), w1 = _mm512_load_ps(wt + k * MR + 16);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
             const __m512 xx = _mm512_set1_ps(x[t * ldx + k]);
             f0[t] = _mm512_fmadd_ps(w0, xx, f0[t]);
             f1[t] = _mm512_fmadd_ps(w1, xx, f1[t]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
         _mm512_store_ps(acc + t * MR, f0[t]);
         _mm512_store_ps(acc + t * MR + 16, f1[t]);
@@ -133,7 +133,7 @@ static inline __attribute__((always_inline)) void kernel_bf16(const uint32_t *wt
                                                               const uint16_t *xb, int64_t ldx,
                                                               float *acc, const int nt) {
     __m512 f0[NT], f1[NT];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
         f0[t] = _mm512_load_ps(acc + t * MR);
         f1[t] = _mm512_load_ps(acc + t * MR + 16);
@@ -142,7 +142,7 @@ static inline __attribute__((always_inline)) void kernel_bf16(const uint32_t *wt
     for (int64_t p = 0; p < np; p++) {
         const __m512bh w0 = (__m512bh)_mm512_load_si512((const void *)(wt + p * MR));
         const __m512bh w1 = (__m512bh)_mm512_load_si512((const void *)(wt + p * MR + 16));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
             int32_t xi;
             memcpy(&xi, xb + t * ldx + 2 * p, 4);
@@ -151,7 +151,7 @@ static inline __attribute__((always_inline)) void kernel_bf16(const uint32_t *wt
             f1[t] = _mm512_dpbf16_ps(f1[t], w1, xx);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
         _mm512_store_ps(acc + t * MR, f0[t]);
         _mm512_store_ps(acc + t * MR + 16, f1[t]);

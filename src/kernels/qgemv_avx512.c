@@ -79,14 +79,6 @@ static inline __attribute__((always_inline)) void rows_kernel(const lmc_qweight 
 /* One token, 8 bits: rows r0 + i * stride (i < nr <= 4) at once, each load
  * of x serving every row and each row a sequential stream of its own; the
  * scales (times x's d) and biases of 16 groups at a time in registers. */
-static inline __m512 scales16(const void *p, lmc_dtype dt, int64_t off, int n) {
-    const __mmask16 m = (__mmask16)((1u << n) - 1);
-    if (dt == LMC_DTYPE_F32) return _mm512_maskz_loadu_ps(m, (const float *)p + off);
-    const __m256i v = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + off);
-    if (dt == LMC_DTYPE_F16) return _mm512_cvtph_ps(v);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
-}
-
 static inline __attribute__((always_inline)) void rows_q8_t1(const lmc_qweight *w, int64_t r0,
                                                              int64_t stride, const int nr,
                                                              const qgemm_x *x, float *y) {

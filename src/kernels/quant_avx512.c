@@ -17,20 +17,10 @@
 #include "kernels/quant_internal.h"
 
 #if defined(__AVX512F__) && defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#include <immintrin.h>
+#include "kernels/scales_avx512.h"
 
 #define PREFETCH_ROWS 8 /* rows ahead for the scales and biases */
 #define ROWS 4          /* rows at a time: each load of x serves all of them */
-
-/* n <= 16 group scales (or biases) from element off of p as f32; lanes past
- * n are 0. */
-static inline __m512 scales16(const void *p, lmc_dtype dt, int64_t off, int n) {
-    const __mmask16 m = (__mmask16)((1u << n) - 1);
-    if (dt == LMC_DTYPE_F32) return _mm512_maskz_loadu_ps(m, (const float *)p + off);
-    const __m256i v = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + off);
-    if (dt == LMC_DTYPE_F16) return _mm512_cvtph_ps(v);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
-}
 
 /* Rows r0 + i * stride, i < nr, into y[i * stride]. */
 static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, int64_t r0,
