@@ -205,10 +205,8 @@ void gemm_tile_bf16_avx512(const uint16_t *w, int64_t cols, int64_t r0, int nr, 
         }
 }
 
-/* Bytes ahead that the bf16 decode kernel prefetches each row stream (1 KB
- * measured the same, 3 and 4 KB 2-7% slower on Zen 5). */
-#define GEMV_PREFETCH 2048
 /* ---- bf16 decode: rows [r0, r0+nr) dotted with up to 3 bf16 tokens ---- */
+/* Two or three tokens: one row at a time. */
 
 static inline __attribute__((always_inline)) void gemv_rows(const uint16_t *w, int64_t cols,
                                                             int64_t r0, int nr, const uint16_t *xb,
@@ -220,8 +218,9 @@ static inline __attribute__((always_inline)) void gemv_rows(const uint16_t *w, i
         for (int t = 0; t < nt; t++) a[t][0] = a[t][1] = _mm512_setzero_ps();
         int64_t c = 0;
         for (; c + 64 <= cols; c += 64) {
-            _mm_prefetch((const char *)((uintptr_t)(wr + c) + GEMV_PREFETCH), _MM_HINT_T0);
-            _mm_prefetch((const char *)((uintptr_t)(wr + c) + GEMV_PREFETCH + 64), _MM_HINT_T0);
+            _mm_prefetch((const char *)((uintptr_t)(wr + c) + QUANT_DECODE_PREFETCH), _MM_HINT_T0);
+            _mm_prefetch((const char *)((uintptr_t)(wr + c) + QUANT_DECODE_PREFETCH + 64),
+                         _MM_HINT_T0);
             const __m512bh w0 = (__m512bh)_mm512_loadu_si512((const void *)(wr + c));
             const __m512bh w1 = (__m512bh)_mm512_loadu_si512((const void *)(wr + c + 32));
 #pragma GCC unroll 3
@@ -258,8 +257,10 @@ static inline __attribute__((always_inline)) void gemv_rows4(const uint16_t *w, 
         const __m512bh x1 = (__m512bh)_mm512_loadu_si512((const void *)(xb + c + 32));
 #pragma GCC unroll 4
         for (int i = 0; i < nr; i++) {
-            _mm_prefetch((const char *)((uintptr_t)(wr[i] + c) + GEMV_PREFETCH), _MM_HINT_T0);
-            _mm_prefetch((const char *)((uintptr_t)(wr[i] + c) + GEMV_PREFETCH + 64), _MM_HINT_T0);
+            _mm_prefetch((const char *)((uintptr_t)(wr[i] + c) + QUANT_DECODE_PREFETCH),
+                         _MM_HINT_T0);
+            _mm_prefetch((const char *)((uintptr_t)(wr[i] + c) + QUANT_DECODE_PREFETCH + 64),
+                         _MM_HINT_T0);
             a[i][0] = _mm512_dpbf16_ps(a[i][0],
                                        (__m512bh)_mm512_loadu_si512((const void *)(wr[i] + c)), x0);
             a[i][1] = _mm512_dpbf16_ps(
@@ -276,22 +277,20 @@ static inline __attribute__((always_inline)) void gemv_rows4(const uint16_t *w, 
 
 void gemv_bf16_avx512(const uint16_t *w, int64_t cols, int64_t r0, int nr, const uint16_t *xb,
                       int64_t T, float *y, int64_t ldy) {
-    if (T == 1) {
-        /* four rows a quarter of the range apart: 1.22x the one-row loop
-         * (measured per call, alternating every 20 ms) */
-        const int64_t q = nr / 4;
-        for (int64_t k = 0; k < q; k++) gemv_rows4(w, cols, r0 + k, q, 4, xb, y + k);
-        for (int64_t r = q * 4; r < nr; r++) gemv_rows4(w, cols, r0 + r, 1, 1, xb, y + r);
-        return;
-    }
     for (int64_t t = 0; t < T; t += 3) {
         const int64_t n = T - t < 3 ? T - t : 3;
         if (n == 3)
             gemv_rows(w, cols, r0, nr, xb + t * cols, y + t * ldy, ldy, 3);
         else if (n == 2)
             gemv_rows(w, cols, r0, nr, xb + t * cols, y + t * ldy, ldy, 2);
-        else
-            gemv_rows(w, cols, r0, nr, xb + t * cols, y + t * ldy, ldy, 1);
+        else { /* one token: four rows a quarter of the range apart, 1.22x
+                  the one-row loop (per call, alternating every 20 ms) */
+            const int64_t q = nr / 4;
+            const uint16_t *xt = xb + t * cols;
+            float *yt = y + t * ldy;
+            for (int64_t k = 0; k < q; k++) gemv_rows4(w, cols, r0 + k, q, 4, xt, yt + k);
+            for (int64_t r = q * 4; r < nr; r++) gemv_rows4(w, cols, r0 + r, 1, 1, xt, yt + r);
+        }
     }
 }
 

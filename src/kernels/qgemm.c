@@ -118,6 +118,7 @@ typedef struct tile_job {
     const qgemm_x *qx;
     int64_t T;
     int mr;
+    bool spans; /* fn takes all of a chunk's rows of one weight in one call */
     qgemm_tile_fn fn;
     atomic_bool nomem;
 } tile_job;
@@ -132,9 +133,7 @@ static void tile_body(void *ctx, int64_t b, int64_t e, int worker) {
         atomic_store(&j->nomem, true);
         return;
     }
-    if (j->fn == qgemv_rows_avx512) {
-        /* decode: the tiles of one weight in one call (its kernel streams
-         * rows a quarter of the range apart) */
+    if (j->spans) {
         for (int64_t tile = b; tile < e;) {
             int i = 0;
             while (tile >= j->first[i + 1]) i++;
@@ -181,7 +180,9 @@ static bool run_multi(const lmc_qweight *const *ws, int n, const int64_t *r1, co
         tile_job tj = {.qx = &qx, .T = T, .n = n};
         switch (gemv ? -1 : (int)gemm_isa_active()) {
         case -1:
-            tj.mr = QGEMV_ROWS, tj.fn = qgemv_rows_avx512;
+            /* any row count: its one-token kernel streams rows a quarter
+             * of the chunk's range apart */
+            tj.mr = QGEMV_ROWS, tj.fn = qgemv_rows_avx512, tj.spans = true;
             break;
         case GEMM_AVX512:
             tj.mr = QGEMM_MR_AVX512, tj.fn = qgemm_tile_avx512;

@@ -13,8 +13,7 @@
 #include "kernels/scales_avx512.h"
 
 #define NT 4
-#define QGEMV_PREFETCH 2048 /* bytes ahead in each row stream */
-#define SEG 64              /* groups whose scales are converted at a time */
+#define SEG 64 /* groups whose scales are converted at a time */
 
 static inline __attribute__((always_inline)) void rows_kernel(const lmc_qweight *w, int64_t r0,
                                                               int nr, const qgemm_x *x, float *y,
@@ -43,13 +42,14 @@ static inline __attribute__((always_inline)) void rows_kernel(const lmc_qweight 
                     __m512i qa, qb;
                     if (b8) {
                         const uint8_t *p = rp + c0 + c;
-                        _mm_prefetch((const char *)((uintptr_t)p + QGEMV_PREFETCH), _MM_HINT_T0);
+                        _mm_prefetch((const char *)((uintptr_t)p + QUANT_DECODE_PREFETCH),
+                                     _MM_HINT_T0);
                         qa = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p));
                         qb = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(p + 32)));
                     } else {
                         const uint8_t *p = rp + (c0 + c) / 2;
                         if (!(c & 64))
-                            _mm_prefetch((const char *)((uintptr_t)p + QGEMV_PREFETCH),
+                            _mm_prefetch((const char *)((uintptr_t)p + QUANT_DECODE_PREFETCH),
                                          _MM_HINT_T0);
                         __m256i v = _mm256_loadu_si256((const __m256i *)p);
                         qa = _mm512_cvtepu8_epi16(_mm256_and_si256(v, m4));
@@ -114,7 +114,7 @@ static inline __attribute__((always_inline)) void rows_q8_t1(const lmc_qweight *
 #pragma GCC unroll 4
                 for (int i = 0; i < nr; i++) {
                     const uint8_t *p = rp[i] + c0 + c;
-                    _mm_prefetch((const char *)((uintptr_t)p + QGEMV_PREFETCH), _MM_HINT_T0);
+                    _mm_prefetch((const char *)((uintptr_t)p + QUANT_DECODE_PREFETCH), _MM_HINT_T0);
                     const __m512i qa = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p));
                     const __m512i qb =
                         _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(p + 32)));

@@ -430,7 +430,7 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
 #pragma GCC unroll 4
             for (int i = 0; i < nr; i++) {
                 if (!(pp & 1)) /* one per 64-byte line; a hint only past the end */
-                    _mm_prefetch((const char *)((uintptr_t)(rp[i] + off) + QUANT_Q4_PREFETCH),
+                    _mm_prefetch((const char *)((uintptr_t)(rp[i] + off) + QUANT_DECODE_PREFETCH),
                                  _MM_HINT_T0);
                 __m256i v = _mm256_loadu_si256((const __m256i *)(rp[i] + off));
                 __m256i lo = _mm256_and_si256(v, m4);

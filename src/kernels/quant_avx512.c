@@ -77,7 +77,7 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
 #pragma GCC unroll 4
             for (int i = 0; i < nr; i++) {
                 /* an integer sum: past the weight's end it is a hint only, never read */
-                _mm_prefetch((const char *)((uintptr_t)(rp[i] + off) + QUANT_Q4_PREFETCH),
+                _mm_prefetch((const char *)((uintptr_t)(rp[i] + off) + QUANT_DECODE_PREFETCH),
                              _MM_HINT_T0);
                 __m512i v = _mm512_loadu_si512(rp[i] + off);
                 __m512i lo = _mm512_and_si512(v, m4);

@@ -17,14 +17,15 @@
 #define QUANT_CHUNK_COLS 512
 /* Rows decoded together by the T > 1 path. */
 #define QUANT_TILE_ROWS 4
-/* Bytes ahead that the 4-bit decode kernels (AVX2 and AVX-512) prefetch each
- * of their four row streams (past a row's end: the same stream's next row,
- * which the next call reads). On Zen 5 the hardware alone kept 16-17 GB/s
- * from DRAM on one core; 2 KB ahead gives 28-33 (bench_qmatvec, cold; 512 B:
- * 20-22, 4 KB: 24-32). On the Zen 4 machine before it, prefetching a plain
- * read of such streams measured slower: bench/RESULTS.md, 2026-12-04, has
- * both; re-measure on a new kind. */
-#define QUANT_Q4_PREFETCH 2048
+/* Bytes ahead that the decode kernels prefetch each of their row streams
+ * (4-bit AVX2 and AVX-512, 8-bit and bf16 AVX-512; past a row's end: the
+ * same stream's next row, which the next call reads). On Zen 5 the hardware
+ * alone kept 16-17 GB/s from DRAM on one core; 2 KB ahead gives 28-33
+ * (bench_qmatvec, cold; 512 B: 20-22, 4 KB: 24-32); for bf16, 1 KB measured
+ * the same and 3-4 KB 2-7% slower. On the Zen 4 machine before it,
+ * prefetching a plain read of such streams measured slower: bench/RESULTS.md,
+ * 2026-12-04, has both; re-measure on a new kind. */
+#define QUANT_DECODE_PREFETCH 2048
 
 /* Element g of a scales/biases array of dtype dt, as float. */
 static inline float quant_load_scale(const void *p, lmc_dtype dt, int64_t g) {
