@@ -44,13 +44,11 @@ static inline __attribute__((always_inline)) void scores_impl(const float *q, in
                                                               int64_t hd, const void *keys,
                                                               int64_t m, float *s, int64_t lds,
                                                               const int f16) {
-    const char *kb = keys;
-    const int64_t row = hd * (f16 ? 2 : 4), end = m * row;
+    const int64_t row = hd * (f16 ? 2 : 4);
     int64_t i = 0;
     for (; i + 16 <= m; i += 16) {
         /* the next rows, LMC_ATTN_PREFETCH bytes on, a line at a time */
-        for (int64_t a = i * row + LMC_ATTN_PREFETCH, l = a; l < a + 16 * row && l < end; l += 64)
-            _mm_prefetch(kb + l, _MM_HINT_T0);
+        lmc_prefetch_lines(keys, i * row + LMC_ATTN_PREFETCH, 16 * row, m * row);
         for (int64_t g = 0; g < group; g++) {
             const float *qg = q + g * hd;
             __m512 acc[16];
@@ -139,13 +137,10 @@ values_tile(const float *p, int64_t lds, const void *vals, int64_t d0, int64_t m
     for (int g = 0; g < G; g++)
 #pragma GCC unroll 4
         for (int d = 0; d < DN; d++) acc[g][d] = _mm512_loadu_ps(o + g * hd + 16 * d);
-    const char *vb = vals;
-    const int64_t es = f16 ? 2 : 4, end = m * hd * es;
+    const int64_t es = f16 ? 2 : 4;
     for (int64_t i = 0; i < m; i++) {
         /* this tile's columns of the row LMC_ATTN_PREFETCH bytes on */
-        for (int64_t a = (i * hd + d0) * es + LMC_ATTN_PREFETCH, l = a;
-             l < a + DN * 16 * es && l < end; l += 64)
-            _mm_prefetch(vb + l, _MM_HINT_T0);
+        lmc_prefetch_lines(vals, (i * hd + d0) * es + LMC_ATTN_PREFETCH, DN * 16 * es, m * hd * es);
 #pragma GCC unroll 4
         for (int d = 0; d < DN; d++) v[d] = ld16(vals, i * hd + d0 + 16 * d, f16);
 #pragma GCC unroll 4

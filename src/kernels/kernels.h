@@ -95,6 +95,13 @@ typedef struct lmc_attn_kernels {
 #define LMC_ATTN_PREFETCH 8192
 #endif
 
+/* Asks for the 64-byte lines of p[from, from + n) that lie below `end` (a
+ * hint: nothing is read). */
+static inline void lmc_prefetch_lines(const void *p, int64_t from, int64_t n, int64_t end) {
+    for (int64_t l = from; l < from + n && l < end; l += 64)
+        __builtin_prefetch((const char *)p + l, 0, 3);
+}
+
 const lmc_attn_kernels *lmc_attn_kernels_get(void);
 const lmc_attn_kernels *lmc_attn_kernels_generic(void);
 const lmc_attn_kernels *lmc_attn_kernels_avx2(void);   /* NULL when unsupported */
