@@ -177,6 +177,12 @@ check("bench -o json: one object per test", r.returncode == 0 and len(rows) == 8
       {x["test"] for x in rows} == {"pp16", "tg4", "pp16 @ d8", "tg4 @ d8"} and
       all(k in x for x in rows for k in ("threads", "mean_tps", "sd_tps", "bytes_per_token",
                                           "bandwidth_gbs", "limit_share")), r.stdout)
+r = run("bench", "-p", "8", "-n", "4", "-r", "3", "-t", "1", "-d", "0,8", "--interleave", "-o", "json")
+rows = [json.loads(l) for l in r.stdout.splitlines()] if r.returncode == 0 else []
+check("bench --interleave: the same tests, every repetition timed",
+      [x["test"] for x in rows] == ["pp8", "tg4", "pp8 @ d8", "tg4 @ d8"] and
+      all(x["interleaved"] and len(x["samples_ts"]) == 3 and min(x["samples_ts"]) > 0
+          for x in rows), r.stdout + r.stderr)
 r = run("models")
 check("models lists the shipped model", r.returncode == 0 and "kjv:11m" in r.stdout)
 r = run("chat", "--temp", "0", "--max-tokens", "16", stdin="In the beginning God created the heaven.\n")
