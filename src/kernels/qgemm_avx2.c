@@ -112,6 +112,10 @@ kernel(const uint32_t *wt, const float *st, const float *bt, int ngc, int g, con
                     const __m256i xx = _mm256_set1_epi32(xi);
                     i0[t] = _mm256_add_epi32(i0[t], _mm256_madd_epi16(w0, xx));
                     i1[t] = _mm256_add_epi32(i1[t], _mm256_madd_epi16(w1, xx));
+                    /* keeps the sums chained: GCC otherwise regroups the
+                     * unrolled adds into trees whose products spill to the
+                     * stack (a store and a load per vpmaddwd) */
+                    __asm__("" : "+x"(i0[t]), "+x"(i1[t]));
                 }
             }
         }
