@@ -91,6 +91,7 @@ void gemm_tile_f32_avx2(const void *w, lmc_dtype dt, int64_t cols, int64_t r0, i
         int64_t kc = cols - k0 < GEMM_KC ? cols - k0 : GEMM_KC;
         kc &= ~(int64_t)7;
         pack_f32(w, dt, cols, r0, nr, k0, kc, wt);
+        gemm_prefetch_next(w, lmc_dtype_size(dt), cols, r0, nr, MR, k0, kc);
         int64_t t = 0;
         for (; t + NT <= T; t += NT) kernel_f32(wt, kc, x + t * cols + k0, cols, acc + t * MR, NT);
         /* the rest 4, 2, 1 at a time: a constant count each, so the loops unroll */

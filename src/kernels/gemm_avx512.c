@@ -73,6 +73,7 @@ void gemm_tile_f32_avx512(const void *w, lmc_dtype dt, int64_t cols, int64_t r0,
         int64_t kc = cols - k0 < GEMM_KC ? cols - k0 : GEMM_KC;
         kc &= ~(int64_t)15;
         pack_f32(w, dt, cols, r0, nr, k0, kc, wt);
+        gemm_prefetch_next(w, lmc_dtype_size(dt), cols, r0, nr, MR, k0, kc);
         int64_t t = 0;
         for (; t + NT <= T; t += NT) kernel_f32(wt, kc, x + t * cols + k0, cols, acc + t * MR, NT);
         switch (T - t) {
@@ -168,6 +169,7 @@ void gemm_tile_bf16_avx512(const uint16_t *w, int64_t cols, int64_t r0, int nr, 
         int64_t kc = cols - k0 < GEMM_KC ? cols - k0 : GEMM_KC;
         kc &= ~(int64_t)1;
         pack_bf16(w, cols, r0, nr, k0, kc, wt);
+        gemm_prefetch_next(w, 2, cols, r0, nr, MR, k0, kc);
         const int64_t np = kc / 2;
         int64_t t = 0;
         for (; t + NT <= T; t += NT)

@@ -124,6 +124,25 @@ bool gemm_dense_run(const lmc_tensor *w, int64_t r0, int64_t r1, const float *x,
  * take gemv_bf16_avx512; false otherwise (the caller's dot products). */
 bool gemv_dense_run(const lmc_tensor *w, int64_t r0, int64_t r1, const float *x, int64_t T,
                     float *y, int64_t ldy);
+/* While a dense tile computes on one chunk of its rows [r0, r0 + nr) (es
+ * bytes a weight, row length cols), the next chunk's columns come into L2:
+ * the packing reads short strided runs of rows, which the hardware
+ * prefetcher does not follow. At the last chunk, the first of the next mr
+ * rows (the tile this thread most likely takes next). A hint only: the
+ * addresses are never read, so none past the weight's end matters. */
+static inline void gemm_prefetch_next(const void *w, size_t es, int64_t cols, int64_t r0, int nr,
+                                      int mr, int64_t k0, int64_t kc) {
+    const uintptr_t base = (uintptr_t)w;
+    int64_t c0 = k0 + kc, n = kc;
+    if (c0 >= cols) c0 = 0, r0 += mr, nr = mr; /* the next rows' first chunk */
+    if (c0 + n > cols) n = cols - c0;
+    const size_t bytes = (size_t)n * es;
+    for (int i = 0; i < nr; i++) {
+        const uintptr_t row = base + ((size_t)(r0 + i) * (size_t)cols + (size_t)c0) * es;
+        for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch((const void *)(row + b), 0, 2);
+    }
+}
+
 /* Scratch of one tile call: the packed f32 tile and the [T][MR] accumulators. */
 static inline size_t gemm_scratch_bytes(int mr, int64_t T) {
     return (size_t)mr * GEMM_KC * sizeof(float) + (size_t)T * (size_t)mr * sizeof(float) + 256;
