@@ -1,5 +1,5 @@
 /* Small AVX2 + FMA helpers shared by the files compiled with -mavx2 -mfma
- * (attn_avx2.c, dense_avx2.c, quant_avx2.c, qgemm_avx2.c). */
+ * (attn_avx2.c, dense_avx2.c, gemm_avx2.c, quant_avx2.c, qgemm_avx2.c). */
 #ifndef LMC_KERNELS_AVX2_INLINE_H
 #define LMC_KERNELS_AVX2_INLINE_H
 
@@ -55,6 +55,26 @@ static inline int32_t lmc_hsum_epi32_avx2(__m256i s) {
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
     return _mm_cvtsi128_si32(s4);
+}
+
+/* 8 x 8 dwords (int32 or float bits) transposed in registers: r[i] lane k
+ * becomes r[k] lane i. */
+static inline __attribute__((always_inline)) void lmc_transpose8_avx2(__m256i r[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        u[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+        r[4 + j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
+    }
 }
 
 #endif

@@ -8,29 +8,12 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
+#include "kernels/avx2_inline.h"
+
 #define MR GEMM_MR_AVX2
 #define NT 6
 
-/* 8 x 8 floats transposed in registers: r[i] lane k becomes r[k] lane i. */
-static inline __attribute__((always_inline)) void transpose8_ps(__m256 r[8]) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; i++) {
-        u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-        u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-    }
-    for (int j = 0; j < 4; j++) {
-        r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
-        r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
-    }
-}
-
-/* 8 weights of row i from column k on, as f32 */
+/* the 8 weights from index off on, as f32 */
 static inline __attribute__((always_inline)) __m256 load8(const void *w, lmc_dtype dt,
                                                           int64_t off) {
     if (dt == LMC_DTYPE_F32) return _mm256_loadu_ps((const float *)w + off);
@@ -46,13 +29,15 @@ static void pack_f32(const void *w, lmc_dtype dt, int64_t cols, int64_t r0, int 
                      int64_t kc, float *wt) {
     for (int half = 0; half < MR / 8; half++)
         for (int64_t k = 0; k < kc; k += 8) {
-            __m256 r[8];
+            __m256i r[8];
             for (int i = 0; i < 8; i++) {
                 const int row = half * 8 + i;
-                r[i] = row < nr ? load8(w, dt, (r0 + row) * cols + k0 + k) : _mm256_setzero_ps();
+                r[i] = row < nr ? _mm256_castps_si256(load8(w, dt, (r0 + row) * cols + k0 + k))
+                                : _mm256_setzero_si256();
             }
-            transpose8_ps(r);
-            for (int m = 0; m < 8; m++) _mm256_store_ps(wt + (k + m) * MR + half * 8, r[m]);
+            lmc_transpose8_avx2(r);
+            for (int m = 0; m < 8; m++)
+                _mm256_store_si256((__m256i *)(wt + (k + m) * MR + half * 8), r[m]);
         }
 }
 

@@ -12,25 +12,6 @@
 #define MR QGEMM_MR_AVX2
 #define NT 3
 
-/* 8 x 8 dwords transposed in registers: r[i] lane k becomes r[k] lane i. */
-static inline __attribute__((always_inline)) void transpose8(__m256i r[8]) {
-    __m256i t[8], u[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; i++) {
-        u[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int j = 0; j < 4; j++) {
-        r[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
-        r[4 + j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
-    }
-}
-
 /* Per 8 rows x 16 columns: each row's 16 q widened to int16 (8 dwords),
  * then an 8 x 8 dword transpose gives the 8 k-steps of those rows. */
 static void pack(const lmc_qweight *w, int64_t r0, int nr, int64_t k0, int64_t kc, uint32_t *wt,
@@ -72,7 +53,7 @@ static void pack(const lmc_qweight *w, int64_t r0, int nr, int64_t k0, int64_t k
                 }
                 r[i] = _mm256_cvtepu8_epi16(nat);
             }
-            transpose8(r);
+            lmc_transpose8_avx2(r);
             for (int p = 0; p < 8; p++)
                 _mm256_store_si256((__m256i *)(wt + (p0 + p) * MR + half * 8), r[p]);
         }
