@@ -182,7 +182,12 @@ static void record(job_stat *js, double alone, double on_pool) {
  * stalls here were a scheduler slice (about 4 ms) every few ms on the pool.
  * A quiet machine has a stall now and then (a virtual CPU descheduled by
  * the host for 1-4 ms, every few hundred ms here), which costs that stall
- * and no more; shorter waits (a worker's page faults) are not stalls. */
+ * and no more; shorter waits (a worker's page faults) are not stalls, nor
+ * is a job that a worker woken for it did not reach: after a time alone the
+ * workers sleep, and waking an idle virtual CPU took over STALL_MIN often
+ * enough on a quiet virtual machine that each probe failed and the backoff
+ * grew to CONTENDED_MAX (8-bit decode at half speed for seconds); with
+ * another process on the core, the woken worker stalls inside a chunk. */
 #define STALL_MIN 500e-6
 #define STALL_WINDOW 0.1
 #define CONTENDED_MIN 0.02
@@ -409,7 +414,11 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
     p->gen++;
     if (p->gen == 0) p->gen = 1; /* workers start at 0 */
     atomic_store(&p->job, (unsigned long long)p->gen << 32);
-    if (atomic_load(&p->sleepers) > 0) {
+    /* a worker asleep needs waking: on a virtual machine an idle virtual
+     * CPU can take a millisecond or more to come back, which says nothing
+     * about another process holding a core (see stalled()) */
+    const bool woke = atomic_load(&p->sleepers) > 0;
+    if (woke) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
@@ -433,7 +442,7 @@ void lmc_parallel_for(int64_t n, int64_t grain, lmc_range_fn fn, void *ctx) {
     /* the caller's pace over its own indices estimates the time alone; a
      * stall says how busy the machine is, not what this kind of job costs */
     const double alone = mine > 0 ? (t1 - t0) / (double)mine * (double)n : 0;
-    const bool stall = stalled(t2 - t0, t1 - t0, alone, mine == n);
+    const bool stall = stalled(t2 - t0, t1 - t0, alone, mine == n && !woke);
     if (stall) note_stall(p, t2);
     record(js, alone, stall ? 0 : t2 - t0);
     pthread_mutex_unlock(&p->job_mu);
