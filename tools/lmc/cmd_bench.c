@@ -111,7 +111,6 @@ typedef struct bench_ctx {
     lmc_model_info info;
     float *logits;
     int32_t *tokens;
-    long reps;
 } bench_ctx;
 
 /* Brings `sess` to `depth` tokens of context: back by truncation when it
@@ -274,7 +273,7 @@ int cmd_bench(int argc, char **argv) {
         free(tests);
         return CLI_EXIT_ERROR;
     }
-    bench_ctx b = {.reps = reps};
+    bench_ctx b = {0};
     double t_load = now();
     lmc_status st = lmc_model_load(model_dir, &b.model);
     if (st != LMC_OK) {
