@@ -154,19 +154,41 @@ static bool ran_inline(int64_t n) {
     return atomic_load(&g_calls) == 1 && atomic_load(&g_whole_calls) == 1;
 }
 
+static atomic_bool g_worker_joined;
+
+/* A short job (64 us on the caller alone, never a stall) that notes whether
+ * a worker took part. */
+static void join_body(void *ctx, int64_t b, int64_t e, int worker) {
+    (void)ctx;
+    if (worker != 0) atomic_store(&g_worker_joined, true);
+    double t0 = lmc_time_now();
+    while (lmc_time_now() - t0 < 1e-6 * (double)(e - b)) {
+    }
+}
+
+/* Until a worker takes part in a job: the workers are then awake and
+ * spinning, not asleep (a job whose woken worker comes late is no stall). */
+static void wake_workers(void) {
+    atomic_store(&g_worker_joined, false);
+    for (int i = 0; i < 2000 && !atomic_load(&g_worker_joined); i++)
+        lmc_parallel_for(64, 1, join_body, NULL);
+}
+
 /* One stall is a hiccup (the host took a virtual CPU away): the pool goes
  * on. Two in a row make every job run on the caller alone for a while (20
- * ms at first), and then the pool is tried again. Each stall_body job is a
- * stall whatever the worker does: it joins and keeps the caller waiting 10
- * ms, or it is asleep or late and the caller runs 2.4 ms alone. */
+ * ms at first), and then the pool is tried again. Each stall_body job after
+ * wake_workers is a stall whatever the worker does: it joins and keeps the
+ * caller waiting 10 ms, or it is late and the caller runs 2.4 ms alone. */
 static void test_pool_backs_off_after_stalls(void **state) {
     (void)state;
     lmc_set_num_threads(2); /* a new pool: no stall seen */
     if (lmc_get_num_threads() < 2) skip();
     /* each job a size of its own: the per-kind timings start afresh (a
      * new kind runs on the pool first) and do not decide */
+    wake_workers();
     lmc_parallel_for(4, 1, stall_body, NULL);
     assert_false(ran_inline(64));
+    wake_workers();
     lmc_parallel_for(5, 1, stall_body, NULL);
     double t0 = lmc_time_now();
     bool inline1 = ran_inline(65), inline2 = ran_inline(1000);
