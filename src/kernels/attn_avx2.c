@@ -51,16 +51,18 @@ static inline __attribute__((always_inline)) void scores_impl(const float *q, in
     for (; i + 8 <= m; i += 8) {
         /* the next rows, LMC_ATTN_PREFETCH bytes on, a line at a time */
         lmc_prefetch_lines(keys, i * row + LMC_ATTN_PREFETCH, 8 * row, m * row);
+        const void *blk = (const char *)keys + i * row;
         for (int64_t g = 0; g < group; g++) {
             const float *qg = q + g * hd;
             __m256 acc[8];
 #pragma GCC unroll 8
             for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
+#pragma GCC unroll 16
             for (int64_t d = 0; d < hd; d += 8) {
                 __m256 qv = _mm256_loadu_ps(qg + d);
 #pragma GCC unroll 8
                 for (int j = 0; j < 8; j++)
-                    acc[j] = _mm256_fmadd_ps(ld8(keys, (i + j) * hd + d, f16), qv, acc[j]);
+                    acc[j] = _mm256_fmadd_ps(ld8(blk, j * hd + d, f16), qv, acc[j]);
             }
             _mm256_storeu_ps(s + g * lds + i, reduce8(acc));
         }
@@ -77,7 +79,11 @@ static inline __attribute__((always_inline)) void scores_impl(const float *q, in
 
 static void scores(const float *q, int64_t group, int64_t hd, const float *keys, int64_t m,
                    float *s, int64_t lds) {
-    if (hd % 8)
+    if (hd == 64)
+        scores_impl(q, group, 64, keys, m, s, lds, 0);
+    else if (hd == 128)
+        scores_impl(q, group, 128, keys, m, s, lds, 0);
+    else if (hd % 8)
         lmc_attn_kernels_generic()->scores(q, group, hd, keys, m, s, lds);
     else
         scores_impl(q, group, hd, keys, m, s, lds, 0);
@@ -85,7 +91,11 @@ static void scores(const float *q, int64_t group, int64_t hd, const float *keys,
 
 static void scores_f16(const float *q, int64_t group, int64_t hd, const uint16_t *keys, int64_t m,
                        float *s, int64_t lds) {
-    if (hd % 8)
+    if (hd == 64)
+        scores_impl(q, group, 64, keys, m, s, lds, 1);
+    else if (hd == 128)
+        scores_impl(q, group, 128, keys, m, s, lds, 1);
+    else if (hd % 8)
         lmc_attn_kernels_generic()->scores_f16(q, group, hd, keys, m, s, lds);
     else
         scores_impl(q, group, hd, keys, m, s, lds, 1);
@@ -175,7 +185,11 @@ static inline __attribute__((always_inline)) void values_impl(const float *p, in
 
 static void values(const float *p, int64_t lds, int64_t group, const float *vals, int64_t m,
                    int64_t hd, float *o) {
-    if (hd % 8)
+    if (hd == 64)
+        values_impl(p, lds, group, vals, m, 64, o, 0);
+    else if (hd == 128)
+        values_impl(p, lds, group, vals, m, 128, o, 0);
+    else if (hd % 8)
         lmc_attn_kernels_generic()->values(p, lds, group, vals, m, hd, o);
     else
         values_impl(p, lds, group, vals, m, hd, o, 0);
@@ -183,7 +197,11 @@ static void values(const float *p, int64_t lds, int64_t group, const float *vals
 
 static void values_f16(const float *p, int64_t lds, int64_t group, const uint16_t *vals, int64_t m,
                        int64_t hd, float *o) {
-    if (hd % 8)
+    if (hd == 64)
+        values_impl(p, lds, group, vals, m, 64, o, 1);
+    else if (hd == 128)
+        values_impl(p, lds, group, vals, m, 128, o, 1);
+    else if (hd % 8)
         lmc_attn_kernels_generic()->values_f16(p, lds, group, vals, m, hd, o);
     else
         values_impl(p, lds, group, vals, m, hd, o, 1);

@@ -85,12 +85,14 @@ static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
         }
         float *o = j->out + (t * p->n_heads + kvh * group) * hd; /* [group][hd] */
         memset(o, 0, (size_t)(group * hd) * sizeof(float));
+        /* each query's exp(score - max) weight the values; the sum of the
+         * weights divides the output (hd numbers, not n) */
+        float *inv = qs; /* the scaled queries are no longer needed */
         for (int64_t g = 0; g < group; g++) {
             float *sg = s + g * n;
             if (p->softcap > 0)
                 for (int64_t i = 0; i < n; i++) sg[i] = tanhf(sg[i] / p->softcap) * p->softcap;
-            float inv = 1.0f / k->exp_sum(sg, n);
-            for (int64_t i = 0; i < n; i++) sg[i] *= inv;
+            inv[g] = 1.0f / k->exp_sum(sg, n);
         }
         for (int64_t ri = 0, at = 0; ri < r.n; at += r.count[ri++]) {
             const void *vr = vals + (size_t)r.first[ri] * row;
@@ -99,6 +101,8 @@ static void attn_body(void *ctx, int64_t b, int64_t e, int worker) {
             else
                 k->values(s + at, n, group, vr, r.count[ri], hd, o);
         }
+        for (int64_t g = 0; g < group; g++)
+            for (int64_t d = 0; d < hd; d++) o[g * hd + d] *= inv[g];
     }
 }
 
