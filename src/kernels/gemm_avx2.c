@@ -4,6 +4,7 @@
  * broadcast x: 12 accumulators, 2 rows and a broadcast fill the 16 ymm (with
  * 4 tokens, 8 chains of 4-cycle FMAs left the two FMA pipes short). */
 #include "kernels/gemm_internal.h"
+#include "kernels/quant_internal.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
@@ -102,7 +103,78 @@ void gemm_tile_f32_avx2(const void *w, lmc_dtype dt, int64_t cols, int64_t r0, i
         }
 }
 
+/* One token, rows r0 + i * stride (i < nr <= 4) at once: each row is a
+ * sequential stream of its own, prefetched QUANT_DECODE_PREFETCH bytes
+ * ahead, and each load of x serves every row. */
+static inline __attribute__((always_inline)) void gemv_rows4(const void *w, const lmc_dtype dt,
+                                                             int64_t cols, int64_t r0,
+                                                             int64_t stride, const int nr,
+                                                             const float *x, float *y) {
+    const size_t es = dt == LMC_DTYPE_F32 ? 4 : 2;
+    const uint8_t *wr[4];
+    __m256 a[4][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) {
+        wr[i] = (const uint8_t *)w + (size_t)(r0 + i * stride) * (size_t)cols * es;
+        a[i][0] = a[i][1] = _mm256_setzero_ps();
+    }
+    int64_t c = 0;
+    for (; c + 32 <= cols; c += 32) {
+#pragma GCC unroll 4
+        for (int i = 0; i < nr; i++) {
+            const uint8_t *p = wr[i] + (size_t)c * es + QUANT_DECODE_PREFETCH;
+            _mm_prefetch((const char *)p, _MM_HINT_T0);
+            if (es == 4) _mm_prefetch((const char *)p + 64, _MM_HINT_T0);
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 32; k += 8) {
+            const __m256 xv = _mm256_loadu_ps(x + c + k);
+#pragma GCC unroll 4
+            for (int i = 0; i < nr; i++)
+                a[i][k / 8 % 2] = _mm256_fmadd_ps(load8(wr[i], dt, c + k), xv, a[i][k / 8 % 2]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) {
+        __m256 v = _mm256_add_ps(a[i][0], a[i][1]);
+        __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_add_ss(h, _mm_movehdup_ps(h));
+        float s = _mm_cvtss_f32(h);
+        for (int64_t k = c; k < cols; k++) {
+            const uint8_t *q = wr[i] + (size_t)k * es;
+            s += x[k] * (dt == LMC_DTYPE_F32   ? *(const float *)q
+                         : dt == LMC_DTYPE_F16 ? lmc_f16_to_f32(*(const uint16_t *)q)
+                                               : lmc_bf16_to_f32(*(const uint16_t *)q));
+        }
+        y[i * stride] = s;
+    }
+}
+
+static inline __attribute__((always_inline)) void gemv_rows(const void *w, const lmc_dtype dt,
+                                                            int64_t cols, int64_t r0, int nr,
+                                                            const float *x, float *y) {
+    /* four rows a quarter of the range apart, then the rest one by one */
+    const int64_t q = nr / 4;
+    for (int64_t k = 0; k < q; k++) gemv_rows4(w, dt, cols, r0 + k, q, 4, x, y + k);
+    for (int64_t r = q * 4; r < nr; r++) gemv_rows4(w, dt, cols, r0 + r, 1, 1, x, y + r);
+}
+
+void gemv_dense_avx2(const void *w, lmc_dtype dt, int64_t cols, int64_t r0, int nr, const float *x,
+                     float *y) {
+    if (dt == LMC_DTYPE_BF16)
+        gemv_rows(w, LMC_DTYPE_BF16, cols, r0, nr, x, y);
+    else if (dt == LMC_DTYPE_F16)
+        gemv_rows(w, LMC_DTYPE_F16, cols, r0, nr, x, y);
+    else
+        gemv_rows(w, LMC_DTYPE_F32, cols, r0, nr, x, y);
+}
+
 #else
+void gemv_dense_avx2(const void *w, lmc_dtype dt, int64_t cols, int64_t r0, int nr, const float *x,
+                     float *y) {
+    (void)w, (void)dt, (void)cols, (void)r0, (void)nr, (void)x, (void)y;
+}
 void gemm_tile_f32_avx2(const void *w, lmc_dtype dt, int64_t cols, int64_t r0, int nr,
                         const float *x, int64_t T, float *y, int64_t ldy, void *scratch) {
     (void)w, (void)dt, (void)cols, (void)r0, (void)nr, (void)x, (void)T, (void)y, (void)ldy,

@@ -242,41 +242,6 @@ static inline __attribute__((always_inline)) void gemv_rows(const uint16_t *w, i
     }
 }
 
-/* One token, rows r0 + i * stride (i < nr <= 4) at once: each load of x
- * serves every row, and each row is a sequential stream of its own. */
-static inline __attribute__((always_inline)) void gemv_rows4(const uint16_t *w, int64_t cols,
-                                                             int64_t r0, int64_t stride,
-                                                             const int nr, const uint16_t *xb,
-                                                             float *y) {
-    const uint16_t *wr[4];
-    __m512 a[4][2];
-#pragma GCC unroll 4
-    for (int i = 0; i < nr; i++)
-        wr[i] = w + (r0 + i * stride) * cols, a[i][0] = a[i][1] = _mm512_setzero_ps();
-    int64_t c = 0;
-    for (; c + 64 <= cols; c += 64) {
-        const __m512bh x0 = (__m512bh)_mm512_loadu_si512((const void *)(xb + c));
-        const __m512bh x1 = (__m512bh)_mm512_loadu_si512((const void *)(xb + c + 32));
-#pragma GCC unroll 4
-        for (int i = 0; i < nr; i++) {
-            _mm_prefetch((const char *)((uintptr_t)(wr[i] + c) + QUANT_DECODE_PREFETCH),
-                         _MM_HINT_T0);
-            _mm_prefetch((const char *)((uintptr_t)(wr[i] + c) + QUANT_DECODE_PREFETCH + 64),
-                         _MM_HINT_T0);
-            a[i][0] = _mm512_dpbf16_ps(a[i][0],
-                                       (__m512bh)_mm512_loadu_si512((const void *)(wr[i] + c)), x0);
-            a[i][1] = _mm512_dpbf16_ps(
-                a[i][1], (__m512bh)_mm512_loadu_si512((const void *)(wr[i] + c + 32)), x1);
-        }
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < nr; i++) {
-        float s = _mm512_reduce_add_ps(_mm512_add_ps(a[i][0], a[i][1]));
-        for (int64_t k = c; k < cols; k++) s += lmc_bf16_to_f32(wr[i][k]) * lmc_bf16_to_f32(xb[k]);
-        y[i * stride] = s;
-    }
-}
-
 void gemv_bf16_avx512(const uint16_t *w, int64_t cols, int64_t r0, int nr, const uint16_t *xb,
                       int64_t T, float *y, int64_t ldy) {
     for (int64_t t = 0; t < T; t += 3) {
@@ -285,14 +250,8 @@ void gemv_bf16_avx512(const uint16_t *w, int64_t cols, int64_t r0, int nr, const
             gemv_rows(w, cols, r0, nr, xb + t * cols, y + t * ldy, ldy, 3);
         else if (n == 2)
             gemv_rows(w, cols, r0, nr, xb + t * cols, y + t * ldy, ldy, 2);
-        else { /* one token: four rows a quarter of the range apart, 1.22x
-                  the one-row loop (per call, alternating every 20 ms) */
-            const int64_t q = nr / 4;
-            const uint16_t *xt = xb + t * cols;
-            float *yt = y + t * ldy;
-            for (int64_t k = 0; k < q; k++) gemv_rows4(w, cols, r0 + k, q, 4, xt, yt + k);
-            for (int64_t r = q * 4; r < nr; r++) gemv_rows4(w, cols, r0 + r, 1, 1, xt, yt + r);
-        }
+        else
+            gemv_rows(w, cols, r0, nr, xb + t * cols, y + t * ldy, ldy, 1);
     }
 }
 

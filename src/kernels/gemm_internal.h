@@ -110,18 +110,25 @@ void gemm_tile_f32_avx512(const void *w, lmc_dtype dt, int64_t cols, int64_t r0,
                           const float *x, int64_t T, float *y, int64_t ldy, void *scratch);
 void gemm_tile_bf16_avx512(const uint16_t *w, int64_t cols, int64_t r0, int nr, const uint16_t *xb,
                            int64_t T, float *y, int64_t ldy, void *scratch);
-/* Decode with bf16 weights (AVX-512 BF16, fast path): rows [r0, r0+nr)
- * times T tokens of bf16 x straight from the weights, vdpbf16ps. */
+/* Two or three tokens with bf16 weights (AVX-512 BF16, fast path): rows
+ * [r0, r0+nr) times T tokens of bf16 x straight from the weights,
+ * vdpbf16ps. */
 void gemv_bf16_avx512(const uint16_t *w, int64_t cols, int64_t r0, int nr, const uint16_t *xb,
                       int64_t T, float *y, int64_t ldy);
+/* Decode with dense weights in AVX2 (exact: f32 x, f32 sums): rows
+ * [r0, r0+nr) of w (dtype dt, row length cols) times one token,
+ * y[i] for row r0 + i. */
+void gemv_dense_avx2(const void *w, lmc_dtype dt, int64_t cols, int64_t r0, int nr, const float *x,
+                     float *y);
 /* Dense GEMM of rows [r0, r1) of w (2D F32/F16/BF16) for T tokens:
  * y[t*ldy + r - r0]. bf16 weights on AVX-512 take the bf16 kernel unless
  * lmc_get_exact(). false (nothing written) on the generic path or when
  * memory runs out; the caller then takes the dot-product path. */
 bool gemm_dense_run(const lmc_tensor *w, int64_t r0, int64_t r1, const float *x, int64_t T,
                     float *y, int64_t ldy);
-/* T < 4 tokens (decode): bf16 weights on AVX-512 with lmc_get_exact() == 0
- * take gemv_bf16_avx512; false otherwise (the caller's dot products). */
+/* T < 4 tokens (decode): one token takes gemv_dense_avx2 (AVX2 or
+ * AVX-512); two or three with bf16 weights on AVX-512 and lmc_get_exact()
+ * == 0 take gemv_bf16_avx512; false otherwise (the caller's dot products). */
 bool gemv_dense_run(const lmc_tensor *w, int64_t r0, int64_t r1, const float *x, int64_t T,
                     float *y, int64_t ldy);
 /* While a dense tile computes on one chunk of its rows [r0, r0 + nr) (es
