@@ -234,6 +234,10 @@ static void matvec_q8_body(void *ctx, int64_t b, int64_t e, int worker) {
             quant_matvec_q4_rows_avx2(j->w, j->r0 + b, j->r0 + e, &j->qx[0], j->y + b);
         return;
     }
+    if (j->T == 1 && j->w->bits == 8 && j->avx2 && !j->avx512) {
+        quant_matvec_q8_rows_avx2(j->w, j->r0 + b, j->r0 + e, &j->qx[0], j->y + b);
+        return;
+    }
     for (int64_t r = b; r < e; r += Q8_ROW_BLOCK) {
         int64_t re = r + Q8_ROW_BLOCK < e ? r + Q8_ROW_BLOCK : e;
         for (int64_t t = 0; t < j->T; t++) {

@@ -155,6 +155,9 @@ void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const qu
  * of the range apart (quant_avx2.c); h and l as for quant_matvec_q8_avx2. */
 void quant_matvec_q4_rows_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
                                float *y);
+/* 8 bits, AVX2, one token: the same four rows a quarter apart. */
+void quant_matvec_q8_rows_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
+                               float *y);
 /* 4 bits, cols % 128 == 0, AVX-512 VNNI (quant_avx512.c): h and l permuted
  * per 128 columns (quantize_token's span of 4 blocks). */
 void quant_matvec_q4_avx512(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
