@@ -381,6 +381,28 @@ void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const qu
     }
 }
 
+/* A row of the four-row kernels (rows_q4, rows_q8): its packed data, after
+ * a prefetch of the scales and biases of the row Q8_PREFETCH_ROWS on (two
+ * more streams). */
+static inline const uint8_t *row_begin(const lmc_qweight *w, int64_t r) {
+    const int64_t ng = quant_groups(w);
+    const size_t ss = quant_scale_size(w->scale_dtype);
+    if (r + Q8_PREFETCH_ROWS < w->rows) {
+        size_t off = (size_t)((r + Q8_PREFETCH_ROWS) * ng) * ss;
+        for (size_t b = 0; b < (size_t)ng * ss; b += 64) {
+            _mm_prefetch((const char *)w->scales + off + b, _MM_HINT_T0);
+            _mm_prefetch((const char *)w->biases + off + b, _MM_HINT_T0);
+        }
+    }
+    return (const uint8_t *)w->packed + r * quant_row_words(w) * 4;
+}
+
+/* The n scales and biases from group index gi on, as f32. */
+static inline void row_scales(const lmc_qweight *w, int64_t gi, int n, float *sc, float *bi) {
+    load_scales(w->scales, w->scale_dtype, gi, n, sc);
+    load_scales(w->biases, w->scale_dtype, gi, n, bi);
+}
+
 /* 4 bits, one token, cols % 64 == 0: four rows at a time, a quarter of the
  * range apart (each a sequential stream of its own), so that each load of x
  * serves four rows; the integers of q4_pair. */
@@ -389,8 +411,7 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
                                                           int64_t stride, const int nr,
                                                           const quant_qx *x, float *y) {
     const int g = w->group_size;
-    const int64_t ng = quant_groups(w), row_bytes = quant_row_words(w) * 4;
-    const size_t ss = quant_scale_size(w->scale_dtype);
+    const int64_t ng = quant_groups(w);
     const int shift = g == 128 ? 1 : 0;
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const __m256i c255 = _mm256_set1_epi16(255);
@@ -400,23 +421,13 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
     float tail[Q4_ROWS];
 #pragma GCC unroll 4
     for (int i = 0; i < nr; i++) {
-        rp[i] = (const uint8_t *)w->packed + (r0 + i * stride) * row_bytes;
+        rp[i] = row_begin(w, r0 + i * stride);
         acc[i] = _mm256_setzero_ps(), bt[i] = _mm256_setzero_ps(), tail[i] = 0.0f;
-        if (r0 + i * stride + Q8_PREFETCH_ROWS < w->rows) {
-            size_t off = (size_t)((r0 + i * stride + Q8_PREFETCH_ROWS) * ng) * ss;
-            for (size_t b = 0; b < (size_t)ng * ss; b += 64) {
-                _mm_prefetch((const char *)w->scales + off + b, _MM_HINT_T0);
-                _mm_prefetch((const char *)w->biases + off + b, _MM_HINT_T0);
-            }
-        }
     }
     for (int64_t j0 = 0; j0 < ng; j0 += SEG_GROUPS) {
         const int n = (int)(ng - j0 < SEG_GROUPS ? ng - j0 : SEG_GROUPS);
 #pragma GCC unroll 4
-        for (int i = 0; i < nr; i++) {
-            load_scales(w->scales, w->scale_dtype, (r0 + i * stride) * ng + j0, n, sc[i]);
-            load_scales(w->biases, w->scale_dtype, (r0 + i * stride) * ng + j0, n, bi[i]);
-        }
+        for (int i = 0; i < nr; i++) row_scales(w, (r0 + i * stride) * ng + j0, n, sc[i], bi[i]);
         const int64_t c0 = j0 * g, np = (int64_t)n * g / 64; /* pairs of blocks */
         const int8_t *xh = x->h + c0, *xl = x->l + c0;
         const float *dexp = x->dexp + c0 / 64 * 8;
@@ -472,8 +483,7 @@ static inline __attribute__((always_inline)) void rows_q8(const lmc_qweight *w, 
                                                           int64_t stride, const int nr,
                                                           const quant_qx *x, float *y) {
     const int g = w->group_size, bpg = g / 32;
-    const int64_t ng = quant_groups(w), row_bytes = quant_row_words(w) * 4;
-    const size_t ss = quant_scale_size(w->scale_dtype);
+    const int64_t ng = quant_groups(w);
     const __m256i off80 = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
     const __m256i c255 = _mm256_set1_epi16(255);
     _Alignas(32) float sc[Q4_ROWS][SEG_GROUPS], bi[Q4_ROWS][SEG_GROUPS];
@@ -482,23 +492,13 @@ static inline __attribute__((always_inline)) void rows_q8(const lmc_qweight *w, 
     float tail[Q4_ROWS];
 #pragma GCC unroll 4
     for (int i = 0; i < nr; i++) {
-        rp[i] = (const uint8_t *)w->packed + (r0 + i * stride) * row_bytes;
+        rp[i] = row_begin(w, r0 + i * stride);
         acc[i] = _mm256_setzero_ps(), bt[i] = _mm256_setzero_ps(), tail[i] = 0.0f;
-        if (r0 + i * stride + Q8_PREFETCH_ROWS < w->rows) {
-            size_t off = (size_t)((r0 + i * stride + Q8_PREFETCH_ROWS) * ng) * ss;
-            for (size_t b = 0; b < (size_t)ng * ss; b += 64) {
-                _mm_prefetch((const char *)w->scales + off + b, _MM_HINT_T0);
-                _mm_prefetch((const char *)w->biases + off + b, _MM_HINT_T0);
-            }
-        }
     }
     for (int64_t j0 = 0; j0 < ng; j0 += SEG_GROUPS) {
         const int n = (int)(ng - j0 < SEG_GROUPS ? ng - j0 : SEG_GROUPS);
 #pragma GCC unroll 4
-        for (int i = 0; i < nr; i++) {
-            load_scales(w->scales, w->scale_dtype, (r0 + i * stride) * ng + j0, n, sc[i]);
-            load_scales(w->biases, w->scale_dtype, (r0 + i * stride) * ng + j0, n, bi[i]);
-        }
+        for (int i = 0; i < nr; i++) row_scales(w, (r0 + i * stride) * ng + j0, n, sc[i], bi[i]);
         int64_t k = j0 * bpg; /* the block */
         for (int j = 0; j < n; j++) {
             __m256 ga[Q4_ROWS];
