@@ -48,8 +48,7 @@ static inline __attribute__((always_inline)) void scores_impl(const float *q, in
     int64_t i = 0;
     for (; i + 16 <= m; i += 16) {
         /* the next rows, LMC_ATTN_PREFETCH bytes on, a line at a time */
-        const int64_t pf = i * row + LMC_ATTN_PREFETCH;
-        lmc_prefetch_lines(keys, pf, 16 * row, m * row);
+        lmc_prefetch_lines(keys, i * row + LMC_ATTN_PREFETCH, 16 * row, m * row);
         const void *blk = (const char *)keys + i * row;
         for (int64_t g = 0; g < group; g++) {
             const float *qg = q + g * hd;

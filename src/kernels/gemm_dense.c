@@ -83,8 +83,8 @@ bool gemv_dense_run(const lmc_tensor *w, int64_t r0, int64_t r1, const float *x,
     const gemm_isa isa = gemm_isa_active();
     if (T > 3 || isa == GEMM_GENERIC) return false;
     /* One token: f32 x and sums on either ISA; with bf16 weights on AVX-512
-     * 1.17-1.23x the vdpbf16ps kernel with x rounded to bf16, bf16 1B
-     * decode 28.1-28.9 against 23.4-25.1 t/s (lmc bench -n 32, alternating) */
+     * 1.13-1.23x the vdpbf16ps kernel with x rounded to bf16, bf16 1B
+     * decode 27.0-28.9 against 23.4-25.1 t/s (lmc bench -n 32, alternating) */
     if (T == 1) {
         gemv_f32_job j = {.w = w, .x = x, .r0 = r0, .cols = w->shape[w->ndim - 1], .y = y};
         int64_t grain = 16384 / j.cols;

@@ -533,9 +533,9 @@ static inline __attribute__((always_inline)) void rows_q8(const lmc_qweight *w, 
         for (int i = 0; i < nr; i++) {
             int j = 0;
             for (; j + 8 <= n; j += 8)
-                bt[i] = _mm256_fmadd_ps(_mm256_loadu_ps(bi[i] + j), _mm256_loadu_ps(gs + j),
-                                        _mm256_fmadd_ps(_mm256_loadu_ps(sc[i] + j),
-                                                        _mm256_loadu_ps(cr + j), bt[i]));
+                bt[i] = _mm256_fmadd_ps(
+                    _mm256_loadu_ps(bi[i] + j), _mm256_loadu_ps(gs + j),
+                    _mm256_fmadd_ps(_mm256_loadu_ps(sc[i] + j), _mm256_loadu_ps(cr + j), bt[i]));
             for (; j < n; j++) tail[i] += bi[i][j] * gs[j] + sc[i][j] * cr[j];
         }
     }
