@@ -61,16 +61,19 @@ static inline int32_t lmc_hsum_epi32_avx2(__m256i s) {
  * becomes r[k] lane i. */
 static inline __attribute__((always_inline)) void lmc_transpose8_avx2(__m256i r[8]) {
     __m256i t[8], u[8];
+#pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
         t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
     }
+#pragma GCC unroll 2
     for (int i = 0; i < 2; i++) {
         u[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
         u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
         u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
         u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
     }
+#pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
         r[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
         r[4 + j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);

@@ -31,12 +31,14 @@ static void pack_f32(const void *w, lmc_dtype dt, int64_t cols, int64_t r0, int 
     for (int half = 0; half < MR / 8; half++)
         for (int64_t k = 0; k < kc; k += 8) {
             __m256i r[8];
+#pragma GCC unroll 8
             for (int i = 0; i < 8; i++) {
                 const int row = half * 8 + i;
                 r[i] = row < nr ? _mm256_castps_si256(load8(w, dt, (r0 + row) * cols + k0 + k))
                                 : _mm256_setzero_si256();
             }
             lmc_transpose8_avx2(r);
+#pragma GCC unroll 8
             for (int m = 0; m < 8; m++)
                 _mm256_store_si256((__m256i *)(wt + (k + m) * MR + half * 8), r[m]);
         }

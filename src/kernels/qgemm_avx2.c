@@ -36,6 +36,7 @@ static void pack(const lmc_qweight *w, int64_t r0, int nr, int64_t k0, int64_t k
     for (int half = 0; half < MR / 8; half++)
         for (int64_t p0 = 0; p0 < np; p0 += 8) {
             __m256i r[8];
+#pragma GCC unroll 8
             for (int i = 0; i < 8; i++) {
                 const int row = half * 8 + i;
                 if (row >= nr) {
@@ -54,6 +55,7 @@ static void pack(const lmc_qweight *w, int64_t r0, int nr, int64_t k0, int64_t k
                 r[i] = _mm256_cvtepu8_epi16(nat);
             }
             lmc_transpose8_avx2(r);
+#pragma GCC unroll 8
             for (int p = 0; p < 8; p++)
                 _mm256_store_si256((__m256i *)(wt + (p0 + p) * MR + half * 8), r[p]);
         }
