@@ -58,7 +58,9 @@ static inline int32_t lmc_hsum_epi32_avx2(__m256i s) {
 }
 
 /* 8 x 8 dwords (int32 or float bits) transposed in registers: r[i] lane k
- * becomes r[k] lane i. */
+ * becomes r[k] lane i. The loops are unrolled by pragma, and so must be the
+ * caller's loops that fill and store r: GCC -O2 left them rolled, with r, t
+ * and u on the stack (the AVX2 prefill packs took twice as long). */
 static inline __attribute__((always_inline)) void lmc_transpose8_avx2(__m256i r[8]) {
     __m256i t[8], u[8];
 #pragma GCC unroll 4
