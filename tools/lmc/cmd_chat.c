@@ -5,6 +5,7 @@
  * read with libedit (prompt, editing, history); otherwise with getline, no
  * prompt. Lines starting with / are commands (/help). Replies go to stdout,
  * everything else (errors, /stats, /help, confirmations) to stderr. */
+#include "chat_file.h"
 #include "cli.h"
 
 #include <editline/readline.h>
@@ -50,11 +51,6 @@ static void catch_signals(bool reading) {
     if (g_tty) sigaction(SIGWINCH, &sa, NULL);
 }
 
-typedef struct chat_msg {
-    char *role; /* "user" or "assistant" */
-    char *content;
-} chat_msg;
-
 typedef struct totals {
     long turns;
     long long prompt, cached, prefill, generated;
@@ -78,14 +74,6 @@ typedef struct chat {
 } chat;
 
 /* ---- the conversation ------------------------------------------------------- */
-
-static void free_msgs(chat_msg *m, int n) {
-    for (int i = 0; i < n; i++) {
-        free(m[i].role);
-        free(m[i].content);
-    }
-    free(m);
-}
 
 static bool push_msg(chat *ch, const char *role, const char *content, size_t len) {
     if (ch->n_msgs == ch->cap_msgs) {
@@ -114,7 +102,7 @@ static void pop_msg(chat *ch) {
 }
 
 static void clear_conversation(chat *ch) {
-    free_msgs(ch->msgs, ch->n_msgs);
+    chat_msgs_free(ch->msgs, ch->n_msgs);
     ch->msgs = NULL;
     ch->n_msgs = ch->cap_msgs = 0;
     ch->have_last = false;
@@ -305,31 +293,6 @@ static char *path_with(const char *path, const char *suffix, long pid) {
     return p;
 }
 
-static json_t *conversation_json(const chat *ch) {
-    json_t *root = json_object(), *msgs = json_array();
-    if (!root || !msgs) goto fail;
-    if (json_object_set_new(root, "format", json_string("lmc-chat")) ||
-        json_object_set_new(root, "version", json_integer(1)) ||
-        json_object_set_new(root, "system", ch->system ? json_string(ch->system) : json_null()))
-        goto fail;
-    for (int i = 0; i < ch->n_msgs; i++) {
-        json_t *m = json_object();
-        if (!m || json_array_append_new(msgs, m) ||
-            json_object_set_new(m, "role", json_string(ch->msgs[i].role)) ||
-            json_object_set_new(m, "content", json_string(ch->msgs[i].content)))
-            goto fail;
-    }
-    if (json_object_set_new(root, "messages", msgs)) {
-        msgs = NULL;
-        goto fail;
-    }
-    return root;
-fail:
-    json_decref(msgs);
-    json_decref(root);
-    return NULL;
-}
-
 /* FILE (the conversation) and FILE.kv (the prompt cache), each written to a
  * temporary file first; both are renamed into place only once both are
  * complete. */
@@ -341,7 +304,7 @@ static void save(chat *ch, const char *path) {
     json_t *root = NULL;
     FILE *f = NULL;
     bool json_tmp_exists = false, kv_tmp_exists = false;
-    if (!json_tmp || !kv || !kv_tmp || !(root = conversation_json(ch)) ||
+    if (!json_tmp || !kv || !kv_tmp || !(root = chat_file_json(ch->system, ch->msgs, ch->n_msgs)) ||
         !(text = json_dumps(root, JSON_INDENT(2)))) {
         chat_error("/save: out of memory");
         goto done;
@@ -391,66 +354,6 @@ done:
     free(kv_tmp);
 }
 
-/* Reads and checks FILE; false after printing the error. */
-static bool read_conversation(const char *path, char **system, chat_msg **msgs, int *n_msgs) {
-    *system = NULL;
-    *msgs = NULL;
-    *n_msgs = 0;
-    json_error_t err;
-    json_t *root = json_load_file(path, 0, &err);
-    if (!root) {
-        if (err.line > 0)
-            chat_error("/load: %s:%d:%d: %s", path, err.line, err.column, err.text);
-        else
-            chat_error("/load: %s", err.text);
-        return false;
-    }
-    const char *why = NULL;
-    json_t *format = json_object_get(root, "format"), *version = json_object_get(root, "version"),
-           *sys = json_object_get(root, "system"), *list = json_object_get(root, "messages");
-    size_t n = json_array_size(list);
-    if (!json_is_object(root))
-        why = "not a JSON object";
-    else if (!json_is_string(format) || strcmp(json_string_value(format), "lmc-chat"))
-        why = "not an lmc chat (\"format\" is not \"lmc-chat\")";
-    else if (!json_is_integer(version) || json_integer_value(version) != 1)
-        why = "unsupported \"version\" (this lmc reads version 1)";
-    else if (sys && !json_is_null(sys) && !json_is_string(sys))
-        why = "\"system\" is neither a string nor null";
-    else if (!json_is_array(list))
-        why = "\"messages\" is not an array";
-    else if (n > (size_t)1 << 30)
-        why = "too many messages";
-    chat_msg *m = NULL;
-    if (!why && n && !(m = calloc(n, sizeof *m))) why = "out of memory";
-    size_t k = 0;
-    for (; !why && k < n; k++) {
-        json_t *e = json_array_get(list, k), *role = json_object_get(e, "role"),
-               *content = json_object_get(e, "content");
-        if (!json_is_string(role) || !json_is_string(content))
-            why = "a message lacks a string \"role\" or \"content\"";
-        else if (strcmp(json_string_value(role), "user") &&
-                 strcmp(json_string_value(role), "assistant"))
-            why = "a message's role is neither \"user\" nor \"assistant\"";
-        else if (!(m[k].role = strdup(json_string_value(role))) ||
-                 !(m[k].content = strdup(json_string_value(content))))
-            why = "out of memory";
-    }
-    if (!why && sys && json_is_string(sys) && !(*system = strdup(json_string_value(sys))))
-        why = "out of memory";
-    json_decref(root);
-    if (why) {
-        chat_error("/load: %s: %s", path, why);
-        free_msgs(m, (int)k);
-        free(*system);
-        *system = NULL;
-        return false;
-    }
-    *msgs = m;
-    *n_msgs = (int)n;
-    return true;
-}
-
 static void load(chat *ch, const char *path) {
     char *kv = path_with(path, ".kv", 0), *system = NULL;
     chat_msg *msgs = NULL;
@@ -460,7 +363,11 @@ static void load(chat *ch, const char *path) {
         chat_error("/load: out of memory");
         return;
     }
-    if (!read_conversation(path, &system, &msgs, &n)) goto done;
+    char why[512];
+    if (!chat_file_read(path, &system, &msgs, &n, why, sizeof why)) {
+        chat_error("/load: %s", why);
+        goto done;
+    }
     if (stat(kv, &sb) != 0) {
         chat_error("/load: cannot read the prompt cache %s: %s", kv, strerror(errno));
         goto done;
@@ -486,7 +393,7 @@ static void load(chat *ch, const char *path) {
     fprintf(stderr, "[loaded %d messages from %s, %d tokens in the prompt cache]\n", ch->n_msgs,
             path, p.position);
 done:
-    free_msgs(msgs, n);
+    chat_msgs_free(msgs, n);
     free(system);
     free(kv);
 }
