@@ -102,6 +102,14 @@ static inline void lmc_prefetch_lines(const void *p, int64_t from, int64_t n, in
         __builtin_prefetch((const char *)p + l, 0, 3);
 }
 
+/* Rows of values per block in the SIMD values loops: as many rows of
+ * row_bytes as fill 16 KB (L1 holds them while every tile of the output
+ * passes over them), at least 16. */
+static inline int64_t lmc_attn_value_rows(int64_t row_bytes) {
+    int64_t r = 16384 / row_bytes;
+    return r < 16 ? 16 : r;
+}
+
 const lmc_attn_kernels *lmc_attn_kernels_get(void);
 const lmc_attn_kernels *lmc_attn_kernels_generic(void);
 const lmc_attn_kernels *lmc_attn_kernels_avx2(void);   /* NULL when unsupported */
