@@ -171,12 +171,14 @@ values_tile(const float *p, int64_t lds, const void *vals, int64_t d0, int64_t m
  * row after row (tile by tile over all rows read each row's columns in a
  * separate pass, 4 strided passes from memory for head_dim 64). 2 threads,
  * 2048 positions, cold, us per layer: f16 203-239 -> 167-176, f32 280-311
- * -> 248-301, head_dim 128 f32 565-728 -> 527-660. */
+ * -> 248-301, head_dim 128 f32 565-728 -> 527-660. A tile is 4 queries x
+ * 16 columns. */
 static inline __attribute__((always_inline)) void values_impl(const float *p, int64_t lds,
                                                               int64_t group, const void *vals,
                                                               int64_t m, int64_t hd, float *o,
                                                               const int f16) {
-    const int64_t es = f16 ? 2 : 4, rows = lmc_attn_value_rows(hd * es);
+    const int64_t es = f16 ? 2 : 4;
+    const int64_t rows = lmc_attn_value_rows(m, hd * es, (group + 3) / 4 * ((hd + 15) / 16));
     for (int64_t i0 = 0; i0 < m; i0 += rows) {
         const int64_t mb = m - i0 < rows ? m - i0 : rows;
         const void *vb = (const char *)vals + i0 * hd * es;

@@ -222,15 +222,14 @@ values_tile(const float *p, int64_t lds, const void *vals, int64_t d0, int64_t m
 /* By blocks of rows that stay in L1 (lmc_attn_value_rows), every tile over
  * each block, as attn_avx2.c: the values are read once, row after row
  * (head_dim 128, 2 threads, 2048 positions, cold: 320-346 -> 297-301 us per
- * layer from f32, 232-263 -> 176-194 from f16). When one tile covers the
- * output (head_dim <= 64, group <= 4) all rows are one block: blocks there
- * were 7% slower. */
+ * layer from f32, 232-263 -> 176-194 from f16). A tile is 4 queries x 64
+ * columns. */
 static inline __attribute__((always_inline)) void values_impl(const float *p, int64_t lds,
                                                               int64_t group, const void *vals,
                                                               int64_t m, int64_t hd, float *o,
                                                               const int f16) {
     const int64_t es = f16 ? 2 : 4;
-    const int64_t rows = hd <= 64 && group <= 4 ? m : lmc_attn_value_rows(hd * es);
+    const int64_t rows = lmc_attn_value_rows(m, hd * es, (group + 3) / 4 * ((hd + 63) / 64));
     for (int64_t i0 = 0; i0 < m; i0 += rows) {
         const int64_t mb = m - i0 < rows ? m - i0 : rows;
         const void *vb = (const char *)vals + i0 * hd * es;
