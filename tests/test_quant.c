@@ -379,9 +379,13 @@ static void test_qmatmul_fast_matches_double(void **state) {
             for (int threads = 1; threads <= 2; threads++) {
                 lmc_set_num_threads(threads);
                 /* simd 2: the AVX2 kernels, forced where AVX-512 would
-                 * take over (on an AVX2-only host simd 1 runs them) */
-                for (int simd = 0; simd < 3; simd++) {
+                 * take over (on an AVX2-only host simd 1 runs them), with
+                 * AVX-VNNI where the CPU has it; simd 3: AVX2 without it */
+                const bool vnni = lmc_cpu_has_avxvnni();
+                for (int simd = 0; simd < 4; simd++) {
                     if (simd == 2 && !(lmc_cpu_has_avx512() && gemm_isa_force(GEMM_AVX2))) continue;
+                    if (simd == 3 && !(vnni && gemm_isa_force(GEMM_AVX2))) continue;
+                    if (simd == 3) lmc_cpu_avxvnni_allow(false);
                     lmc_quant_use_simd(simd > 0);
                     for (int ti = 0; ti < 4; ti++) {
                         lmc_set_exact(1);
@@ -409,11 +413,15 @@ static void test_qmatmul_fast_matches_double(void **state) {
                         }
                     }
                     gemm_isa_force(-1);
+                    lmc_cpu_avxvnni_allow(vnni);
                 }
             }
             free(x), free(y), free(yex);
             qmat_free(&m);
         }
+    if (!lmc_cpu_has_avxvnni())
+        printf("test_qmatmul_fast_matches_double: AVX-VNNI path skipped (CPU lacks it or "
+               "LMC_NO_AVXVNNI)\n");
     lmc_set_num_threads(0);
     lmc_quant_use_simd(true);
     assert_true(runs > 0);
@@ -429,6 +437,9 @@ static void test_qmatmul_fast_matches_double(void **state) {
  * that are not a multiple of the kernels' four. */
 static void test_qmatvec_shapes(void **state) {
     (void)state;
+    const bool vnni = lmc_cpu_has_avxvnni();
+    if (!vnni)
+        printf("test_qmatvec_shapes: AVX-VNNI path skipped (CPU lacks it or LMC_NO_AVXVNNI)\n");
     static const int groups[] = {32, 64, 128};
     static const lmc_dtype dts[] = {LMC_DTYPE_F16, LMC_DTYPE_BF16, LMC_DTYPE_F32};
     static const int64_t colsv[] = {128, 128 * 9, 128 * 17};
@@ -445,16 +456,32 @@ static void test_qmatvec_shapes(void **state) {
                           *yex = malloc(sizeof(float) * (size_t)rows);
                     for (int64_t i = 0; i < cols; i++)
                         x[i] = nrand() * (i / 32 % 3 == 1 ? 0.02f : 1.0f);
-                    for (int simd = 0; simd < 2; simd++) {
-                        lmc_quant_use_simd(simd);
+                    /* simd 0 generic, 1 the best, 2 AVX2 (forced below
+                     * AVX-512) with AVX-VNNI, 3 AVX2 without it: the
+                     * AVX-VNNI 4-bit kernel gives the same bits as 3 */
+                    float *yv = malloc(sizeof(float) * (size_t)rows);
+                    bool have_v = false;
+                    for (int simd = 0; simd < 4; simd++) {
+                        if (simd >= 2 && !(vnni && gemm_isa_force(GEMM_AVX2))) continue;
+                        lmc_cpu_avxvnni_allow(simd != 3 && vnni);
+                        lmc_quant_use_simd(simd > 0);
                         lmc_set_exact(1);
                         lmc_qmatmul(&m.w, x, 1, yex);
                         lmc_set_exact(0);
                         memset(y, 0xff, sizeof(float) * (size_t)rows);
                         lmc_qmatmul(&m.w, x, 1, y);
+                        gemm_isa_force(-1);
+                        lmc_cpu_avxvnni_allow(vnni);
                         double ratio = 0;
                         bool differs = false;
                         int bad = check_fast(&m, x, 1, y, yex, &ratio, &differs);
+                        if (simd == 2) memcpy(yv, y, sizeof(float) * (size_t)rows), have_v = true;
+                        if (simd == 3 && bits == 4 && have_v &&
+                            memcmp(yv, y, sizeof(float) * (size_t)rows) != 0) {
+                            printf("q4 matvec group %d %s cols %lld: AVX-VNNI and AVX2 differ\n",
+                                   groups[gi], dt_name(dts[di]), (long long)cols);
+                            failures++;
+                        }
                         if (bad) {
                             printf(
                                 "q%d matvec group %d %s rows %lld cols %lld simd %d: %d bad (max "
@@ -464,6 +491,7 @@ static void test_qmatvec_shapes(void **state) {
                             failures++;
                         }
                     }
+                    free(yv);
                     free(x), free(y), free(yex);
                     qmat_free(&m);
                 }

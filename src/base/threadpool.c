@@ -50,7 +50,7 @@ typedef struct pool {
     lmc_range_fn fn;
     void *ctx;
     int64_t n, grain, chunk; /* chunk: the shortest (run_chunks) */
-    atomic_llong next;       /* the first index not yet taken */
+    _Atomic int64_t next;    /* the first index not yet taken */
     struct job_stat *stats;  /* [STAT_SLOTS], job_mu held */
     /* contention (job_mu held): see stalled() */
     bool contended;      /* jobs run on the caller alone until inline_until */

@@ -67,3 +67,32 @@ bool lmc_cpu_has_avx512(void) {
     }
     return c != 0;
 }
+
+/* AVX-VNNI (vpdpbusd on ymm, VEX): cpuid leaf 7 subleaf 1, EAX bit 4. */
+static bool cpu_has_avxvnni(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (!cpu_has_avx2() || __get_cpuid_max(0, NULL) < 7) return false;
+    unsigned a, b, c, d;
+    __cpuid_count(7, 1, a, b, c, d);
+    return (a & (1u << 4)) != 0;
+#else
+    return false;
+#endif
+}
+
+static atomic_int g_avxvnni = -1; /* -1: not read yet; tests set it (lmc_cpu_avxvnni_allow) */
+
+bool lmc_cpu_has_avxvnni(void) {
+    int c = atomic_load_explicit(&g_avxvnni, memory_order_relaxed);
+    if (c < 0) {
+        const char *no = getenv("LMC_NO_AVXVNNI");
+        c = cpu_has_avxvnni() && !(no && *no && *no != '0');
+        atomic_store_explicit(&g_avxvnni, c, memory_order_relaxed);
+    }
+    return c != 0;
+}
+
+bool lmc_cpu_avxvnni_allow(bool allow) {
+    atomic_store_explicit(&g_avxvnni, allow && cpu_has_avxvnni(), memory_order_relaxed);
+    return lmc_cpu_has_avxvnni();
+}

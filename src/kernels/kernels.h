@@ -59,6 +59,12 @@ bool lmc_cpu_has_avx2_fma_f16c(void);
 /* ... and AVX-512 F/BW/VL/DQ + VNNI + BF16 with ZMM state, unless
  * LMC_NO_AVX512 is set (read once). */
 bool lmc_cpu_has_avx512(void);
+/* ... and AVX-VNNI (vpdpbusd on ymm), unless LMC_NO_AVXVNNI is set (read
+ * once). The decode kernels take it where the GEMM level is AVX2. */
+bool lmc_cpu_has_avxvnni(void);
+/* Tests: allows AVX-VNNI (where the CPU has it) or not; returns
+ * lmc_cpu_has_avxvnni() after. Not to be called while a kernel runs. */
+bool lmc_cpu_avxvnni_allow(bool allow);
 
 /* HF RMSNorm: x * rsqrt(mean(x^2) + eps) * (w + weight_offset), per row of
  * n; w (F32/F16/BF16) may be NULL for a plain normalization. */

@@ -209,6 +209,7 @@ typedef struct qjob {
     int64_t ldy;
     bool avx2;
     bool avx512; /* the integer path of 4-bit weights: q4_avx512() */
+    bool vnni;   /* the one-token AVX2 kernels with AVX-VNNI: avx2_vnni() */
 } qjob;
 
 static void matvec_body(void *ctx, int64_t b, int64_t e, int worker) {
@@ -230,12 +231,17 @@ static void matvec_q8_body(void *ctx, int64_t b, int64_t e, int worker) {
         /* these take a range their own way (rows a quarter apart) */
         if (j->avx512)
             quant_matvec_q4_avx512(j->w, j->r0 + b, j->r0 + e, &j->qx[0], j->y + b);
+        else if (j->vnni)
+            quant_matvec_q4_rows_avxvnni(j->w, j->r0 + b, j->r0 + e, &j->qx[0], j->y + b);
         else
             quant_matvec_q4_rows_avx2(j->w, j->r0 + b, j->r0 + e, &j->qx[0], j->y + b);
         return;
     }
     if (j->T == 1 && j->w->bits == 8 && j->avx2 && !j->avx512) {
-        quant_matvec_q8_rows_avx2(j->w, j->r0 + b, j->r0 + e, &j->qx[0], j->y + b);
+        if (j->vnni)
+            quant_matvec_q8_rows_avxvnni(j->w, j->r0 + b, j->r0 + e, &j->qx[0], j->y + b);
+        else
+            quant_matvec_q8_rows_avx2(j->w, j->r0 + b, j->r0 + e, &j->qx[0], j->y + b);
         return;
     }
     for (int64_t r = b; r < e; r += Q8_ROW_BLOCK) {
@@ -346,6 +352,12 @@ static bool q4_avx512(const lmc_qweight *w) {
     return w->bits == 4 && w->cols % 128 == 0 && gemm_isa_active() == GEMM_AVX512;
 }
 
+/* The one-token AVX2 kernels take AVX-VNNI's dot products (where the GEMM
+ * level is AVX2, not AVX-512, and the CPU has them). */
+static bool avx2_vnni(void) {
+    return gemm_isa_active() == GEMM_AVX2 && lmc_cpu_has_avxvnni();
+}
+
 /* Quantizes T tokens of x for weights like w; false (nothing to free) when
  * x has a non-finite value or the scratch cannot be allocated. */
 static bool quantize_tokens(const lmc_qweight *w, const float *x, int64_t T, bool avx2,
@@ -443,7 +455,8 @@ void lmc_qmatmul_multi(const lmc_qweight *const *ws, int n, const float *x, int6
                                     .y = ys[i],
                                     .ldy = ws[i]->rows,
                                     .avx2 = avx2,
-                                    .avx512 = avx2 && q4_avx512(ws[0])};
+                                    .avx512 = avx2 && q4_avx512(ws[0]),
+                                    .vnni = avx2 && avx2_vnni()};
                     m.first[i + 1] = m.first[i] + ws[i]->rows;
                 }
                 lmc_parallel_for(m.first[n], row_grain(ws[0]), multi_q8_body, &m);
@@ -477,6 +490,7 @@ void lmc_qmatmul_rows(const lmc_qweight *w, int64_t r0, int64_t r1, const float 
                   .ldy = ldy,
                   .avx2 = quant_use_avx2()};
         j.avx512 = j.avx2 && q4_avx512(w);
+        j.vnni = j.avx2 && avx2_vnni();
         if (qmatmul_fast(&j)) return;
     }
     /* prefill: the blocked int8 GEMM (qgemm.c) */

@@ -158,6 +158,11 @@ void quant_matvec_q4_rows_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, con
 /* 8 bits, AVX2, one token: the same four rows a quarter apart. */
 void quant_matvec_q8_rows_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
                                float *y);
+/* The same two with AVX-VNNI (quant_avxvnni.c; lmc_cpu_has_avxvnni()). */
+void quant_matvec_q4_rows_avxvnni(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
+                                  float *y);
+void quant_matvec_q8_rows_avxvnni(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
+                                  float *y);
 /* 4 bits, cols % 128 == 0, AVX-512 VNNI (quant_avx512.c): h and l permuted
  * per 128 columns (quantize_token's span of 4 blocks). */
 void quant_matvec_q4_avx512(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
