@@ -45,7 +45,6 @@ static inline __m256i qr_q8_dot(__m256i v, __m256i xh, __m256i xl) {
 
 #define REG_BARRIER(v) __asm__("" : "+x"(v))
 
-
 /* ---- generic-bits unpacker ------------------------------------------------- */
 
 typedef struct gen_unpack {
@@ -110,7 +109,6 @@ static inline __m256 u8x8_to_ps(const uint8_t *p) {
 }
 
 /* ---- one token -------------------------------------------------------------- */
-
 
 /* sum over groups [j0, j0+n) of s_j * dot(q_j, x_j) for one row, 4 bits,
  * x permuted (quant.c's x_permutation): vpmovzxbd widens 8 bytes (16 values) to
@@ -355,7 +353,6 @@ void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const qu
         y[r - r0] = hsum256(_mm256_add_ps(a0, a1)) + (hsum256(btot) + tail);
     }
 }
-
 
 /* ---- several tokens: dequantize a tile, then dense -------------------------------- */
 

@@ -144,13 +144,13 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
 }
 
 void QR_NAME(quant_matvec_q4_rows)(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
-                               float *y) {
+                                   float *y) {
     const int64_t q = (r1 - r0) / Q4_ROWS;
     /* one copy per group size: pair_scale's choice and shift are constants */
 #define QR_Q4_ALL(G)                                                                               \
     do {                                                                                           \
-        for (int64_t k = 0; k < q; k++) rows_q4(w, r0 + k, q, Q4_ROWS, x, y + k, G);              \
-        for (int64_t r = r0 + q * Q4_ROWS; r < r1; r++) rows_q4(w, r, 1, 1, x, y + (r - r0), G);  \
+        for (int64_t k = 0; k < q; k++) rows_q4(w, r0 + k, q, Q4_ROWS, x, y + k, G);               \
+        for (int64_t r = r0 + q * Q4_ROWS; r < r1; r++) rows_q4(w, r, 1, 1, x, y + (r - r0), G);   \
     } while (0)
     if (w->group_size == 32)
         QR_Q4_ALL(32);
@@ -211,12 +211,14 @@ static inline __attribute__((always_inline)) void rows_q8(const lmc_qweight *w, 
         for (int i = 0; i < nr; i++) {
             int j = 0;
             for (; j + 8 <= n; j += 8) {
-                __m256 b = _mm256_fmadd_ps(_mm256_loadu_ps(bi[i] + j), _mm256_loadu_ps(gs + j), bt[i]);
+                __m256 b =
+                    _mm256_fmadd_ps(_mm256_loadu_ps(bi[i] + j), _mm256_loadu_ps(gs + j), bt[i]);
                 bt[i] = QR_Q8_OFFSET ? _mm256_fmadd_ps(_mm256_loadu_ps(sc[i] + j),
                                                        _mm256_loadu_ps(cr + j), b)
                                      : b;
             }
-            for (; j < n; j++) tail[i] += bi[i][j] * gs[j] + (QR_Q8_OFFSET ? sc[i][j] * cr[j] : 0.0f);
+            for (; j < n; j++)
+                tail[i] += bi[i][j] * gs[j] + (QR_Q8_OFFSET ? sc[i][j] * cr[j] : 0.0f);
         }
     }
 #pragma GCC unroll 4
@@ -224,7 +226,7 @@ static inline __attribute__((always_inline)) void rows_q8(const lmc_qweight *w, 
 }
 
 void QR_NAME(quant_matvec_q8_rows)(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
-                               float *y) {
+                                   float *y) {
     const int64_t q = (r1 - r0) / Q4_ROWS;
     for (int64_t k = 0; k < q; k++) rows_q8(w, r0 + k, q, Q4_ROWS, x, y + k);
     for (int64_t r = r0 + q * Q4_ROWS; r < r1; r++) rows_q8(w, r, 1, 1, x, y + (r - r0));
