@@ -590,8 +590,8 @@ static void test_qblocks_paths_agree(void **state) {
                              : (i % 2 ? -1.0f : 1.0f) * ((float)(i * 1013 % 32384) + 0.5f);
         }
         for (int span = 0; span <= 4; span += 2)
-            for (int64_t k0 = 0; k0 < NB; k0 += 7) {
-                int64_t n = NB - k0 < 9 ? NB - k0 : 9;
+            for (int64_t k0 = 0; k0 < NB; k0 += 8) {
+                int64_t n = NB - k0 < 8 ? NB - k0 : 8;
                 memset(h, 0x55, sizeof h), memset(l, 0x55, sizeof l);
                 bool ok0 =
                     quant_qblocks_generic(x + k0 * 32, k0, n, NB, span, h[0], l[0], d[0], sums[0]);
@@ -602,6 +602,13 @@ static void test_qblocks_paths_agree(void **state) {
                 assert_memory_equal(l[0], l[1], sizeof l[0]);
                 assert_memory_equal(d[0], d[1], sizeof(float) * (size_t)n);
                 assert_memory_equal(sums[0], sums[1], sizeof(int32_t) * (size_t)n);
+                /* a pair of blocks shares the scale of its 64 columns */
+                for (int64_t j = 0; j < n; j++) {
+                    const int64_t p = j & ~1, m = p + 1 < n ? 64 : 32;
+                    float amax = 0.0f;
+                    for (int64_t c = 0; c < m; c++) amax = fmaxf(amax, fabsf(x[(k0 + p) * 32 + c]));
+                    assert_true(d[0][j] == amax / (float)QUANT_QMAX);
+                }
                 cases++;
             }
     }

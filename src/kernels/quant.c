@@ -301,7 +301,7 @@ static void group_sums(const float *x, int64_t ng, int g, float *gsum) {
 }
 
 /* Quantizes one token for the integer path (quant_qx) into h, l [cols],
- * d [cols/32], dexp [cols/64 * 8], gsum and corr [ngroups]. span > 0: the
+ * d [cols/32], dexp [cols/64 * 8], dp [cols/64], gsum and corr [ngroups]. span > 0: the
  * order of the 4-bit SIMD kernels, which read span * 16 packed bytes (span
  * blocks: 2 for AVX2, 4 for AVX-512) at a time as low nibbles (even columns)
  * and high nibbles (odd columns): within each span of blocks h and l hold
@@ -310,7 +310,7 @@ static void group_sums(const float *x, int64_t ng, int g, float *gsum) {
  * even then their odd columns each. false when x has a NaN or infinity (the
  * caller then takes the exact path, which propagates them). */
 static bool quantize_token(const float *x, int64_t cols, int g, int span, bool avx2, int8_t *xh,
-                           int8_t *xl, float *d, float *dexp, float *gsum, float *corr) {
+                           int8_t *xl, float *d, float *dexp, float *dp, float *gsum, float *corr) {
     const int64_t nb = cols / QUANT_QBLOCK;
     const int bpg = g / QUANT_QBLOCK;
     float gacc = 0.0f;
@@ -324,8 +324,10 @@ static bool quantize_token(const float *x, int64_t cols, int g, int span, bool a
             return false;
         for (int64_t k = k0; k < k0 + n; k++) {
             const float dk = d[k];
-            if (2 * (k / 2) + 1 < nb)
+            if (2 * (k / 2) + 1 < nb) {
                 for (int i = 0; i < 4; i++) dexp[k / 2 * 8 + (k & 1) * 4 + i] = dk;
+                dp[k / 2] = dk; /* the pair's, the same for both */
+            }
             /* the bias term takes the sums of the quantized x: then the error
              * of a row is sum_c w_c (x_c - x~_c), not sum_c s q_c (x_c - x~_c),
              * which is several times larger (s q ~ -b when w is small) */
@@ -364,8 +366,8 @@ static bool quantize_tokens(const lmc_qweight *w, const float *x, int64_t T, boo
                             qtokens *out) {
     const int64_t cols = w->cols, ng = quant_groups(w), nb = cols / QUANT_QBLOCK;
     const int64_t npair = nb / 2;
-    /* per token: floats d, dexp, gsum, corr, then the int8 digits h, l */
-    const int64_t nf = nb + npair * 8 + 2 * ng;
+    /* per token: floats d, dexp, dp, gsum, corr, then the int8 digits h, l */
+    const int64_t nf = nb + npair * 9 + 2 * ng;
     const size_t fbytes = ((size_t)nf * 4 + 63) / 64 * 64, qbytes = ((size_t)cols + 63) / 64 * 64;
     const size_t tok_bytes = fbytes + 2 * qbytes;
     const size_t head = (sizeof(quant_qx) * (size_t)T + 63) / 64 * 64;
@@ -379,14 +381,11 @@ static bool quantize_tokens(const lmc_qweight *w, const float *x, int64_t T, boo
     for (int64_t t = 0; t < T && ok; t++) {
         float *f = (float *)(base + (size_t)t * tok_bytes);
         int8_t *h = (int8_t *)f + fbytes, *l = h + qbytes;
-        ok = quantize_token(x + t * cols, cols, w->group_size, span, avx2, h, l, f, f + nb,
-                            f + nb + npair * 8, f + nb + npair * 8 + ng);
-        qx[t] = (quant_qx){.h = h,
-                           .l = l,
-                           .d = f,
-                           .dexp = f + nb,
-                           .gsum = f + nb + npair * 8,
-                           .corr = f + nb + npair * 8 + ng};
+        float *dexp = f + nb, *dp = dexp + npair * 8, *gsum = dp + npair, *corr = gsum + ng;
+        ok = quantize_token(x + t * cols, cols, w->group_size, span, avx2, h, l, f, dexp, dp, gsum,
+                            corr);
+        qx[t] =
+            (quant_qx){.h = h, .l = l, .d = f, .dexp = dexp, .dp = dp, .gsum = gsum, .corr = corr};
     }
     if (!ok) {
         lmc_tmp_put(scratch, owned);

@@ -223,7 +223,7 @@ void quant_matvec_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const float
  * - 4 bits: 32 packed bytes hold two blocks; (v & 15) and (v >> 4) & 15 are
  *   their even and odd columns, which h and l hold in that order; pair sums
  *   <= 2*15*128, both halves added as int16 (<= 7680); int32 lanes 0-3 are
- *   block 2p, 4-7 block 2p+1, times dexp (d per lane).
+ *   block 2p, 4-7 block 2p+1, times the group's scale times d (pair_scales).
  * - 8 bits: q - 128 = (v ^ 0x80) as s8; |q - 128| <= 128 as u8 times the
  *   digit signed by q - 128 (|digit| <= 127, so the negation is exact): pair
  *   sums <= 2*128*127 = 32512 never saturate (u8 q * s8 x would: 2*255*127).
@@ -235,8 +235,7 @@ void quant_matvec_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const float
 #define Q8_PREFETCH 4096
 #endif
 
-static inline __m256 q4_pair(const uint8_t *p, const int8_t *xh, const int8_t *xl,
-                             const float *dexp) {
+static inline __m256 q4_pair(const uint8_t *p, const int8_t *xh, const int8_t *xl) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i v = _mm256_loadu_si256((const __m256i *)p);
     __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -244,7 +243,7 @@ static inline __m256 q4_pair(const uint8_t *p, const int8_t *xh, const int8_t *x
                             _mm256_loadu_si256((const __m256i *)(xh + 32)),
                             _mm256_loadu_si256((const __m256i *)xl),
                             _mm256_loadu_si256((const __m256i *)(xl + 32)));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(s32), _mm256_loadu_ps(dexp));
+    return _mm256_cvtepi32_ps(s32);
 }
 
 static inline __m256i q8_block(const uint8_t *p, const int8_t *xh, const int8_t *xl) {
@@ -258,9 +257,8 @@ void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const qu
     const int bits = w->bits, g = w->group_size;
     const int64_t ng = quant_groups(w), row_bytes = quant_row_words(w) * 4;
     const uint8_t *base = (const uint8_t *)w->packed;
-    const int shift = g == 128 ? 1 : 0;
     const int bpg = g / 32;
-    _Alignas(32) float sc[SEG_GROUPS], bi[SEG_GROUPS];
+    _Alignas(32) float sc[SEG_GROUPS], bi[SEG_GROUPS], sd[2 * SEG_GROUPS];
     const size_t ss = quant_scale_size(w->scale_dtype);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *rp = base + r * row_bytes;
@@ -282,22 +280,20 @@ void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const qu
             if (bits == 4) {
                 const uint8_t *p = rp + k0 * 16;
                 const int8_t *xh = x->h + k0 * 32, *xl = x->l + k0 * 32;
-                const float *dexp = x->dexp + k0 / 2 * 8;
                 const int64_t np = nbs / 2;
+                pair_scales(sc, n, g, x, j0, sd);
                 int64_t pp = 0;
                 for (; pp + 2 <= np; pp += 2) {
                     _mm_prefetch((const char *)(p + pp * 32 + Q8_PREFETCH), _MM_HINT_T0);
-                    a0 = _mm256_fmadd_ps(
-                        q4_pair(p + pp * 32, xh + pp * 64, xl + pp * 64, dexp + pp * 8),
-                        pair_scale(sc, pp, g, shift), a0);
-                    a1 = _mm256_fmadd_ps(q4_pair(p + pp * 32 + 32, xh + pp * 64 + 64,
-                                                 xl + pp * 64 + 64, dexp + pp * 8 + 8),
-                                         pair_scale(sc, pp + 1, g, shift), a1);
+                    a0 = _mm256_fmadd_ps(q4_pair(p + pp * 32, xh + pp * 64, xl + pp * 64),
+                                         pair_scale(sd, pp, g), a0);
+                    a1 = _mm256_fmadd_ps(
+                        q4_pair(p + pp * 32 + 32, xh + pp * 64 + 64, xl + pp * 64 + 64),
+                        pair_scale(sd, pp + 1, g), a1);
                 }
                 if (pp < np)
-                    a0 = _mm256_fmadd_ps(
-                        q4_pair(p + pp * 32, xh + pp * 64, xl + pp * 64, dexp + pp * 8),
-                        pair_scale(sc, pp, g, shift), a0);
+                    a0 = _mm256_fmadd_ps(q4_pair(p + pp * 32, xh + pp * 64, xl + pp * 64),
+                                         pair_scale(sd, pp, g), a0);
                 if (nbs & 1) {
                     /* an unpaired last block (g = 32, odd group count): even
                      * columns then odd ones in xq */
@@ -494,8 +490,9 @@ bool quant_qblocks_avx2(const float *x, int64_t k0, int64_t n, int64_t nb, int s
                         int8_t *l, float *d, int32_t *sums) {
     const __m256i vmax = _mm256_set1_epi32(QUANT_QMAX), vmin = _mm256_set1_epi32(-QUANT_QMAX);
     for (int64_t j = 0; j < n; j++) {
-        const float *xb = x + j * QUANT_QBLOCK;
-        const float amax = lmc_absmax_avx2(xb, QUANT_QBLOCK);
+        const float *xb = x + j * QUANT_QBLOCK, *xp;
+        const int m = quant_qblock_span(x, j, n, &xp);
+        const float amax = lmc_absmax_avx2(xp, m);
         if (amax < 0.0f) return false;
         const float id = amax > 0.0f ? (float)QUANT_QMAX / amax : 0.0f;
         d[j] = amax / (float)QUANT_QMAX;

@@ -130,8 +130,9 @@ void quant_dense_tile_generic(const float *buf, int nr, int64_t nc, const float 
 bool quant_qblocks_generic(const float *x, int64_t k0, int64_t n, int64_t nb, int span, int8_t *h,
                            int8_t *l, float *d, int32_t *sums) {
     for (int64_t j = 0; j < n; j++) {
-        const float *xb = x + j * QUANT_QBLOCK;
-        const float amax = quant_absmax(xb, QUANT_QBLOCK);
+        const float *xb = x + j * QUANT_QBLOCK, *xp;
+        const int m = quant_qblock_span(x, j, n, &xp);
+        const float amax = quant_absmax(xp, m);
         if (amax < 0.0f) return false;
         float id = amax > 0.0f ? (float)QUANT_QMAX / amax : 0.0f;
         d[j] = amax / (float)QUANT_QMAX;

@@ -82,14 +82,18 @@ void quant_dense_tile_avx2(const float *buf, int nr, int64_t nc, const float *x,
 /* ---- integer activations (the fast path; lmc_get_exact() == 0) ----
  * One token's x quantized per block of QUANT_QBLOCK columns to 16-bit
  * integers held as two int8 digits: x_c ~ d_k * (255 * h_c + l_c), h, l in
- * [-127, 127], d_k = max|x| / QUANT_QMAX over block k, so that vpmaddubsw
- * (u8 x s8) serves both digits. Offered for bits 4 and 8 (quant_fast_bits). */
+ * [-127, 127], so that vpmaddubsw (u8 x s8) serves both digits. The blocks
+ * 2p and 2p + 1 share one scale, d_2p = d_2p+1 = max|x| / QUANT_QMAX over
+ * their 64 columns (a last, unpaired block: over its own 32), so that a
+ * kernel can fold d into the scale of a group of 64 (the AVX2 4-bit one).
+ * Offered for bits 4 and 8 (quant_fast_bits). */
 #define QUANT_QBLOCK 32
 #define QUANT_QMAX 32385 /* 127 * 255 */
 typedef struct quant_qx {
     const int8_t *h, *l; /* [cols] each; for the AVX2 4-bit kernel permuted (quantize_token) */
     const float *d;      /* [cols/32] */
     const float *dexp;   /* [cols/64][8]: d of block 2p in lanes 0-3, of 2p+1 in 4-7 */
+    const float *dp;     /* [cols/64]: d of the pair of blocks 2p, 2p + 1 */
     const float *gsum;   /* [groups]: sum_k d_k * sum_c v_c, the quantized sums of x */
     const float *corr;   /* [groups]: 128 * gsum (the AVX2 8-bit kernel's offset term) */
 } quant_qx;
@@ -124,9 +128,21 @@ static inline void quant_qblock_place(int64_t k, int64_t nb, int span, int64_t *
     }
 }
 
+/* The columns whose max|x| gives block j's d, of blocks [0, n) at x that
+ * begin at an even block of the token and end at an even block or the
+ * token's end: its pair's 64 from *start, or its own 32 when it is the last
+ * block and unpaired. */
+static inline int quant_qblock_span(const float *x, int64_t j, int64_t n, const float **start) {
+    const int64_t p = j & ~(int64_t)1;
+    *start = x + p * QUANT_QBLOCK;
+    return p + 1 < n ? 2 * QUANT_QBLOCK : QUANT_QBLOCK;
+}
+
 /* Quantizes blocks [k0, k0 + n) of a token of nb blocks (x: block k0's
- * first column) to their digits h and l (placed as quant_qblock_place says),
- * d[k - k0] = max|x| / QUANT_QMAX and sums[k - k0], the sum of the block's
+ * first column; k0 even, and n even unless the blocks end the token) to
+ * their digits h and l (placed as
+ * quant_qblock_place says), d[k - k0] = max|x| / QUANT_QMAX over the pair
+ * of k (quant_qblock_span) and sums[k - k0], the sum of the block's
  * integer values v = 255 h + l. false when a value is NaN or infinite (what
  * was written is then garbage). Generic C (quant_generic.c) and AVX2
  * (quant_avx2.c): the same bytes and floats (test_quant checks). */
