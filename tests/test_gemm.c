@@ -9,6 +9,7 @@
 
 #include "kernels/gemm_internal.h"
 #include "kernels/kernels.h"
+#include "kernels/quant_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -44,17 +45,19 @@ typedef struct qcase {
 
 /* One output in double: the dot product, the sum of |x w| and the bound
  * of the activation rounding (max|x| / vmax / 2 per group, times |w|). */
-static void reference(const float *xt, const double *wr, int64_t cols, int g, double vmax,
-                      double *ref, double *mag, double *qb) {
+static void reference(const float *xt, const double *wr, int64_t cols, int g, int ablock,
+                      double vmax, double *ref, double *mag, double *qb) {
     *ref = *mag = *qb = 0;
+    const int win = ablock > g ? ablock : g; /* columns of one activation scale, or more */
     for (int64_t k = 0; k < cols; k += g) {
         double amax = 0, sw = 0;
         for (int i = 0; i < g; i++) {
             *ref += (double)xt[k + i] * wr[k + i];
             *mag += fabs((double)xt[k + i] * wr[k + i]);
-            amax = fmax(amax, fabs((double)xt[k + i]));
             sw += fabs(wr[k + i]);
         }
+        for (int64_t c = k - k % win; c < k - k % win + win && c < cols; c++)
+            amax = fmax(amax, fabs((double)xt[c]));
         *qb += amax / vmax / 2.0 * sw;
     }
 }
@@ -101,7 +104,7 @@ static void check_q(const qcase *c) {
             for (int64_t t = 0; t < T; t++)
                 for (int64_t r = 0; r < rows; r++) {
                     double ref, mag, qb;
-                    reference(x + t * cols, deq + r * cols, cols, c->group, 32767.0, &ref, &mag,
+                    reference(x + t * cols, deq + r * cols, cols, c->group, 0, 32767.0, &ref, &mag,
                               &qb);
                     double err = fabs(y[isa][t * rows + r] - ref);
                     if (!(err <= qb * 1.001 + 1e-5 * mag + 1e-30) && bad++ < 3)
@@ -126,8 +129,8 @@ static void check_q(const qcase *c) {
             for (int64_t t = 0; t < Td; t++)
                 for (int64_t r = 0; r < rows; r++) {
                     double ref, mag, qb;
-                    reference(x + t * cols, deq + r * cols, cols, c->group, 32385.0, &ref, &mag,
-                              &qb);
+                    reference(x + t * cols, deq + r * cols, cols, c->group, 2 * QUANT_QBLOCK,
+                              QUANT_QMAX, &ref, &mag, &qb);
                     double err = fabs(y[isa][t * rows + r] - ref);
                     if (!(err <= qb * 1.001 + 1e-5 * mag + 1e-30))
                         fail_msg("decode %s %d-bit g%d T %lld: t %lld r %lld: %.9g vs %.9g",

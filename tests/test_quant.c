@@ -304,7 +304,8 @@ static void test_qmatmul_matches_double(void **state) {
 }
 
 /* The integer-activation path (lmc_get_exact() == 0): x is rounded per block
- * k of 32 to d_k * v, d_k = max|x| / 32385, |x - d_k v| <= d_k / 2, and the
+ * k of 32 to d_k * v, d_k = max|x| / QUANT_QMAX over k's pair of blocks (64
+ * columns; a last, unpaired block its own 32), |x - d_k v| <= d_k / 2, and the
  * bias term uses the same rounded x, so per output the error against double
  * is at most sum_k d_k/2 * sum_{c in k} |w_c| plus f32 rounding of the two
  * terms s*dot(q, x) and b*sum(x) (bounded by 2e-6 * sum_c |x_c| (|s q_c| +
@@ -328,13 +329,14 @@ static int check_fast(const qmat *m, const float *x, int64_t T, const float *y, 
                 ref += (double)xt[c] * m->deq[r * cols + c];
                 mag += fabs((double)xt[c]) * (fabs(s * qv[c]) + fabs(b));
             }
-            for (int64_t k = 0; k < cols / 32; k++) {
+            const int64_t nb = cols / 32;
+            for (int64_t k = 0; k < nb; k++) {
                 double amax = 0, sw = 0;
-                for (int i = 0; i < 32; i++) {
-                    amax = fmax(amax, fabs((double)xt[k * 32 + i]));
-                    sw += fabs(m->deq[r * cols + k * 32 + i]);
-                }
-                qb += amax / 32385.0 / 2.0 * sw;
+                const int64_t p = k & ~(int64_t)1, m2 = p + 1 < nb ? 64 : 32;
+                for (int64_t c = p * 32; c < p * 32 + m2; c++)
+                    amax = fmax(amax, fabs((double)xt[c]));
+                for (int i = 0; i < 32; i++) sw += fabs(m->deq[r * cols + k * 32 + i]);
+                qb += amax / QUANT_QMAX / 2.0 * sw;
             }
             double bound = qb * (1 + 1e-4) + 2e-6 * mag + 1e-30;
             double got = y[t * rows + r], err = fabs(got - ref);
@@ -580,14 +582,15 @@ static void test_qblocks_paths_agree(void **state) {
             float scale = trial % 5 == 0 ? 1e-30f : trial % 5 == 1 ? 1e30f : 1.0f;
             x[i] = nrand() * scale * (i / 32 % 3 == 1 ? 0.001f : 1.0f);
         }
-        for (int i = 0; i < 32; i++) x[32 * (trial % NB) + i] = 0.0f; /* d = 0 */
-        /* a block scaled by exactly 1 (max 32385) whose values are ties,
-         * k + 0.5, both signs, and the clamp */
-        for (int i = 0; i < 32; i++) {
-            float *xb = x + 32 * ((trial + 5) % NB);
-            xb[i] = i == 0   ? 32385.0f
-                    : i == 1 ? -32385.0f
-                             : (i % 2 ? -1.0f : 1.0f) * ((float)(i * 1013 % 32384) + 0.5f);
+        for (int i = 0; i < 64; i++) x[64 * (trial % (NB / 2)) + i] = 0.0f; /* d = 0 */
+        /* a pair of blocks scaled by exactly 1 (max QUANT_QMAX) whose values
+         * are ties, k + 0.5, both signs, and the clamp */
+        for (int i = 0; i < 64; i++) {
+            float *xb = x + 64 * ((trial + 5) % (NB / 2));
+            xb[i] = i == 0 ? (float)QUANT_QMAX
+                    : i == 1
+                        ? -(float)QUANT_QMAX
+                        : (i % 2 ? -1.0f : 1.0f) * ((float)(i * 1013 % (QUANT_QMAX - 1)) + 0.5f);
         }
         for (int span = 0; span <= 4; span += 2)
             for (int64_t k0 = 0; k0 < NB; k0 += 8) {

@@ -24,20 +24,20 @@
 /* The integer dot products of quant_rows_avx2.h's decode kernels. */
 static inline __m256i qr_q4_dot(__m256i lo, __m256i hi, __m256i h0, __m256i h1, __m256i l0,
                                 __m256i l1) {
-    const __m256i ones = _mm256_set1_epi16(1), c255 = _mm256_set1_epi16(255);
+    const __m256i ones = _mm256_set1_epi16(1), radix = _mm256_set1_epi16(QUANT_QRADIX);
     __m256i sh = _mm256_add_epi16(_mm256_maddubs_epi16(lo, h0), _mm256_maddubs_epi16(hi, h1));
     __m256i sl = _mm256_add_epi16(_mm256_maddubs_epi16(lo, l0), _mm256_maddubs_epi16(hi, l1));
-    return _mm256_add_epi32(_mm256_madd_epi16(sh, c255), _mm256_madd_epi16(sl, ones));
+    return _mm256_add_epi32(_mm256_madd_epi16(sh, radix), _mm256_madd_epi16(sl, ones));
 }
 
 /* q - 128 = (v ^ 0x80) as s8 (the comment above quant_matvec_q8_avx2) */
 static inline __m256i qr_q8_dot(__m256i v, __m256i xh, __m256i xl) {
     const __m256i off80 = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
-    const __m256i c255 = _mm256_set1_epi16(255);
+    const __m256i radix = _mm256_set1_epi16(QUANT_QRADIX);
     __m256i qs = _mm256_xor_si256(v, off80), aq = _mm256_abs_epi8(qs);
     __m256i sh = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(xh, qs));
     __m256i sl = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(xl, qs));
-    return _mm256_add_epi32(_mm256_madd_epi16(sh, c255), _mm256_madd_epi16(sl, ones));
+    return _mm256_add_epi32(_mm256_madd_epi16(sh, radix), _mm256_madd_epi16(sl, ones));
 }
 #define QR_Q8_OFFSET 1
 #define QR_NAME(f) f##_avx2
@@ -217,9 +217,9 @@ void quant_matvec_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const float
 
 /* ---- one token, integer activations (lmc_get_exact() == 0) -------------------
  * x comes quantized per block of 32 columns as two int8 digits (quant_qx):
- * sum_c q_c x_c ~ d_k * sum_c q_c (255 h_c + l_c) with exact int32 block
+ * sum_c q_c x_c ~ d_k * sum_c q_c (128 h_c + l_c) with exact int32 block
  * sums, vpmaddubsw (u8 * s8 -> pair sums in int16) per digit, vpmaddwd by
- * 255 and by 1 to int32.
+ * 128 and by 1 to int32.
  * - 4 bits: 32 packed bytes hold two blocks; (v & 15) and (v >> 4) & 15 are
  *   their even and odd columns, which h and l hold in that order; pair sums
  *   <= 2*15*128, both halves added as int16 (<= 7680); int32 lanes 0-3 are
@@ -308,7 +308,7 @@ void quant_matvec_q8_avx2(const lmc_qweight *w, int64_t r0, int64_t r1, const qu
                     __m128i sl = _mm_add_epi16(
                         _mm_maddubs_epi16(lo, _mm_loadu_si128((const __m128i *)xc)),
                         _mm_maddubs_epi16(hi, _mm_loadu_si128((const __m128i *)(xc + 16))));
-                    __m128i s32 = _mm_add_epi32(_mm_madd_epi16(sh, _mm_set1_epi16(255)),
+                    __m128i s32 = _mm_add_epi32(_mm_madd_epi16(sh, _mm_set1_epi16(QUANT_QRADIX)),
                                                 _mm_madd_epi16(sl, _mm_set1_epi16(1)));
                     s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0x4E));
                     s32 = _mm_add_epi32(s32, _mm_shuffle_epi32(s32, 0xB1));
@@ -466,14 +466,13 @@ void quant_dense_tile_avx2(const float *buf, int nr, int64_t nc, const float *x,
 
 /* ---- activation quantization (quant_qblocks_generic's values) ---- */
 
-/* v (16 int16) -> its digits h, l (v = 255 h + l): h = sign(v) * floor((|v|
- * + 127) / 255), the generic code's division, as ((|v| + 128) * 257) >> 16
- * (equal for 0 <= |v| <= 32385; checked exhaustively). */
+/* v (16 int16) -> its digits h, l (v = 128 h + l): h = sign(v) * ((|v| +
+ * 63) >> 7), as the generic code. */
 static inline void split_digits(__m256i v, __m256i *h, __m256i *l) {
-    const __m256i q = _mm256_mulhi_epu16(
-        _mm256_add_epi16(_mm256_abs_epi16(v), _mm256_set1_epi16(128)), _mm256_set1_epi16(257));
+    const __m256i q =
+        _mm256_srli_epi16(_mm256_add_epi16(_mm256_abs_epi16(v), _mm256_set1_epi16(63)), 7);
     *h = _mm256_sign_epi16(q, v);
-    *l = _mm256_sub_epi16(v, _mm256_mullo_epi16(*h, _mm256_set1_epi16(255)));
+    *l = _mm256_sub_epi16(v, _mm256_slli_epi16(*h, 7));
 }
 
 /* 32 int16 (a: columns 0-15, b: 16-31) -> 32 int8 in column order, or

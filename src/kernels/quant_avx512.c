@@ -1,13 +1,13 @@
 /* AVX-512 VNNI matvec of MLX 4-bit weights for one quantized token (the
  * integer path, quant_internal.h's quant_qx: x as two int8 digits per column,
- * x ~ d_k * (255 h + l) per block k of 32 columns).
+ * x ~ d_k * (128 h + l) per block k of 32 columns).
  *
  * 64 packed bytes are 128 columns (4 blocks): their low nibbles are the even
  * columns, their high nibbles the odd ones, and h and l come permuted to
  * match (per 128 columns: the 64 even ones, then the 64 odd ones; quant.c).
  * vpdpbusd (u8 q x s8 digit, 4 products per int32 lane, no saturation) sums
  * each digit; int32 lane i then holds columns of block i / 4, so
- *   255 * H + L  ->  f32, times d of its block (x->dexp), times the scale of
+ *   128 * H + L  ->  f32, times d of its block (x->dexp), times the scale of
  * its group, accumulated per lane; the bias terms, b * the group sums of x,
  * as one FMA per 16 groups. The scales and biases of 16 groups at a time
  * stay in registers (a row's scale for each lane comes by a permute of them
@@ -86,8 +86,8 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
                 __m512i l = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, l0);
                 h = _mm512_dpbusd_epi32(h, hi, h1);
                 l = _mm512_dpbusd_epi32(l, hi, l1);
-                /* 255 h + l, exact: |.| <= 64 * 15 * 32385 per lane */
-                __m512i s = _mm512_add_epi32(_mm512_sub_epi32(_mm512_slli_epi32(h, 8), h), l);
+                /* 128 h + l, exact: |.| <= 8 * 15 * 16320 per lane */
+                __m512i s = _mm512_add_epi32(_mm512_slli_epi32(h, 7), l);
                 __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(s), de);
                 acc[i] = _mm512_fmadd_ps(t, _mm512_permutexvar_ps(idx, sc[i]), acc[i]);
             }

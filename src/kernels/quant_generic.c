@@ -101,7 +101,7 @@ void quant_matvec_q8_generic(const lmc_qweight *w, int64_t r0, int64_t r1, const
             for (int k = 0; k < g / QUANT_QBLOCK; k++) {
                 int32_t is = 0;
                 for (int i = k * QUANT_QBLOCK; i < (k + 1) * QUANT_QBLOCK; i++)
-                    is += (int32_t)q[i] * (255 * xh[i] + xl[i]);
+                    is += (int32_t)q[i] * (QUANT_QRADIX * xh[i] + xl[i]);
                 ga += d[k] * (float)is;
             }
             acc += s * ga;
@@ -139,14 +139,15 @@ bool quant_qblocks_generic(const float *x, int64_t k0, int64_t n, int64_t nb, in
         int8_t hb[QUANT_QBLOCK], lb[QUANT_QBLOCK];
         int32_t sum = 0;
         for (int i = 0; i < QUANT_QBLOCK; i++) {
-            /* round to nearest even through the float adder (|x*id| <= ~32385) */
+            /* round to nearest even through the float adder (|x*id| <= ~16320) */
             float r = (xb[i] * id + 12582912.0f) - 12582912.0f;
             int v = (int)r;
             v = v > QUANT_QMAX ? QUANT_QMAX : v < -QUANT_QMAX ? -QUANT_QMAX : v;
-            /* v = 255 h + l with |l| <= 127 (255 is odd), |h| <= 127 */
-            int hv = v >= 0 ? (v + 127) / 255 : -((127 - v) / 255);
+            /* v = 128 h + l, h = sign(v) floor((|v| + 63) / 128): |h| <= 127,
+             * |l| <= 64 */
+            int hv = v >= 0 ? (v + 63) >> 7 : -((63 - v) >> 7);
             hb[i] = (int8_t)hv;
-            lb[i] = (int8_t)(v - 255 * hv);
+            lb[i] = (int8_t)(v - QUANT_QRADIX * hv);
             sum += v;
         }
         sums[j] = sum;

@@ -80,15 +80,19 @@ void quant_dense_tile_avx2(const float *buf, int nr, int64_t nc, const float *x,
                            int64_t T, float *y, int64_t ldy);
 
 /* ---- integer activations (the fast path; lmc_get_exact() == 0) ----
- * One token's x quantized per block of QUANT_QBLOCK columns to 16-bit
- * integers held as two int8 digits: x_c ~ d_k * (255 * h_c + l_c), h, l in
- * [-127, 127], so that vpmaddubsw (u8 x s8) serves both digits. The blocks
+ * One token's x quantized per block of QUANT_QBLOCK columns to 15-bit
+ * integers held as two int8 digits: x_c ~ d_k * (128 * h_c + l_c), h in
+ * [-127, 127], l in [-64, 64], so that vpmaddubsw (u8 x s8) and vpdpbusd
+ * serve both digits and the two sums combine by a shift (every integer up
+ * to QUANT_QMAX is a pair of digits: no value is moved).
+ *  The blocks
  * 2p and 2p + 1 share one scale, d_2p = d_2p+1 = max|x| / QUANT_QMAX over
  * their 64 columns (a last, unpaired block: over its own 32), so that a
  * kernel can fold d into the scale of a group of 64 (the AVX2 4-bit one).
  * Offered for bits 4 and 8 (quant_fast_bits). */
 #define QUANT_QBLOCK 32
-#define QUANT_QMAX 32385 /* 127 * 255 */
+#define QUANT_QMAX 16320 /* 127 * 128 + 64 */
+#define QUANT_QRADIX 128
 typedef struct quant_qx {
     const int8_t *h, *l; /* [cols] each; for the AVX2 4-bit kernel permuted (quantize_token) */
     const float *d;      /* [cols/32] */
@@ -143,7 +147,7 @@ static inline int quant_qblock_span(const float *x, int64_t j, int64_t n, const 
  * their digits h and l (placed as
  * quant_qblock_place says), d[k - k0] = max|x| / QUANT_QMAX over the pair
  * of k (quant_qblock_span) and sums[k - k0], the sum of the block's
- * integer values v = 255 h + l. false when a value is NaN or infinite (what
+ * integer values v = 128 h + l. false when a value is NaN or infinite (what
  * was written is then garbage). Generic C (quant_generic.c) and AVX2
  * (quant_avx2.c): the same bytes and floats (test_quant checks). */
 bool quant_qblocks_generic(const float *x, int64_t k0, int64_t n, int64_t nb, int span, int8_t *h,

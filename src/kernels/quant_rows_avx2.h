@@ -5,7 +5,7 @@
  * - quant_avx2.c: vpmaddubsw + vpmaddwd (AVX2);
  * - quant_avxvnni.c: vpdpbusd of AVX-VNNI (Alder Lake, Zen 5 and later
  *   without AVX-512), which fuses those two and their sum.
- *   qr_q4_dot(lo, hi, h0, h1, l0, l1): 255 H + L per int32 lane, H (L) the
+ *   qr_q4_dot(lo, hi, h0, h1, l0, l1): 128 H + L per int32 lane, H (L) the
  *     sums of lo * h0 + hi * h1 (l0, l1) over 4 adjacent bytes each;
  *   qr_q8_dot(v, xh, xl): the same over 32 packed 8-bit q (v), of q - 128
  *     when QR_Q8_OFFSET is 1 (the offset term then comes from x->corr), of
