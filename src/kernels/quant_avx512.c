@@ -8,7 +8,10 @@
  * vpdpbusd (u8 q x s8 digit, 4 products per int32 lane, no saturation) sums
  * each digit; int32 lane i then holds columns of block i / 4, so
  *   128 * H + L  ->  f32, times d of its block (x->dexp), times the scale of
- * its group, accumulated per lane; the bias terms, b * the group sums of x,
+ * its group, accumulated per lane (for groups of 32 and 64, d, the same for
+ * the two blocks of a pair, x->dp, is folded into the scales of 16 groups
+ * at a time per row: one multiply fewer per 128 weights and row, 0.88x the time
+ * per call for groups of 64, L2-resident); the bias terms, b * the group sums of x,
  * as one FMA per 16 groups. The scales and biases of 16 groups at a time
  * stay in registers (a row's scale for each lane comes by a permute of them
  * with a running index): no store and reload per row. The same integers as
@@ -25,7 +28,8 @@
 /* Rows r0 + i * stride, i < nr, into y[i * stride]. */
 static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, int64_t r0,
                                                           int64_t stride, const int nr,
-                                                          const quant_qx *x, float *y) {
+                                                          const bool fold, const quant_qx *x,
+                                                          float *y) {
     const int g = w->group_size;
     const int64_t ng = quant_groups(w), row_bytes = quant_row_words(w) * 4;
     const size_t ss = quant_scale_size(w->scale_dtype);
@@ -59,11 +63,22 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
     for (int64_t j0 = 0; j0 < ng; j0 += 16) {
         const int n = (int)(ng - j0 < 16 ? ng - j0 : 16);
         const __m512 gs = _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), x->gsum + j0);
+        /* fold: a group's x scale, the d of its pair of blocks (x->dp),
+         * comes with the group's scale (groups of 64: one pair; of 32: half
+         * of one), so the lanes need no multiply by dexp */
+        __m512 dg = _mm512_setzero_ps();
+        if (fold)
+            dg = g == 64 ? _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), x->dp + j0)
+                         : _mm512_permutexvar_ps(
+                               _mm512_srli_epi32(lane, 1),
+                               _mm512_maskz_loadu_ps((__mmask16)((1u << ((n + 1) / 2)) - 1),
+                                                     x->dp + j0 / 2));
         __m512 sc[ROWS];
 #pragma GCC unroll 4
         for (int i = 0; i < nr; i++) {
             const int64_t off = (r0 + i * stride) * ng + j0;
             sc[i] = scales16(w->scales, w->scale_dtype, off, n);
+            if (fold) sc[i] = _mm512_mul_ps(sc[i], dg);
             /* biases times the quantized group sums */
             acc[i] = _mm512_fmadd_ps(scales16(w->biases, w->scale_dtype, off, n), gs, acc[i]);
         }
@@ -72,7 +87,7 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
         for (int64_t c = 0; c < nch; c++) {
             const __m512i h0 = _mm512_loadu_si512(xh), h1 = _mm512_loadu_si512(xh + 64);
             const __m512i l0 = _mm512_loadu_si512(xl), l1 = _mm512_loadu_si512(xl + 64);
-            const __m512 de = _mm512_loadu_ps(dexp);
+            const __m512 de = fold ? _mm512_setzero_ps() : _mm512_loadu_ps(dexp);
             const int64_t off = c0 / 2 + c * 64;
 #pragma GCC unroll 4
             for (int i = 0; i < nr; i++) {
@@ -88,7 +103,8 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
                 l = _mm512_dpbusd_epi32(l, hi, l1);
                 /* 128 h + l, exact: |.| <= 8 * 15 * 16320 per lane */
                 __m512i s = _mm512_add_epi32(_mm512_slli_epi32(h, 7), l);
-                __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(s), de);
+                __m512 t = _mm512_cvtepi32_ps(s);
+                if (!fold) t = _mm512_mul_ps(t, de);
                 acc[i] = _mm512_fmadd_ps(t, _mm512_permutexvar_ps(idx, sc[i]), acc[i]);
             }
             idx = _mm512_add_epi32(idx, step);
@@ -105,8 +121,13 @@ void quant_matvec_q4_avx512(const lmc_qweight *w, int64_t r0, int64_t r1, const 
      * sequential stream of its own (adjacent rows of 1 KB, four in a page,
      * defeated the hardware prefetcher: 0.6x the one-row kernel from DRAM). */
     const int64_t q = (r1 - r0) / ROWS;
-    for (int64_t k = 0; k < q; k++) rows_q4(w, r0 + k, q, ROWS, x, y + k);
-    for (int64_t r = r0 + q * ROWS; r < r1; r++) rows_q4(w, r, 1, 1, x, y + (r - r0));
+    if (w->group_size <= 64) {
+        for (int64_t k = 0; k < q; k++) rows_q4(w, r0 + k, q, ROWS, true, x, y + k);
+        for (int64_t r = r0 + q * ROWS; r < r1; r++) rows_q4(w, r, 1, 1, true, x, y + (r - r0));
+    } else {
+        for (int64_t k = 0; k < q; k++) rows_q4(w, r0 + k, q, ROWS, false, x, y + k);
+        for (int64_t r = r0 + q * ROWS; r < r1; r++) rows_q4(w, r, 1, 1, false, x, y + (r - r0));
+    }
 }
 
 #else
