@@ -115,19 +115,24 @@ static inline __attribute__((always_inline)) void rows_q4(const lmc_qweight *w, 
     for (int i = 0; i < nr; i++) y[i * stride] = _mm512_reduce_add_ps(acc[i]);
 }
 
+/* The ROWS rows of a step are a quarter of the range apart: each is a
+ * sequential stream of its own (adjacent rows of 1 KB, four in a page,
+ * defeated the hardware prefetcher: 0.6x the one-row kernel from DRAM). */
+static inline __attribute__((always_inline)) void rows_range(const lmc_qweight *w, int64_t r0,
+                                                             int64_t r1, const bool fold,
+                                                             const quant_qx *x, float *y) {
+    const int64_t q = (r1 - r0) / ROWS;
+    for (int64_t k = 0; k < q; k++) rows_q4(w, r0 + k, q, ROWS, fold, x, y + k);
+    for (int64_t r = r0 + q * ROWS; r < r1; r++) rows_q4(w, r, 1, 1, fold, x, y + (r - r0));
+}
+
 void quant_matvec_q4_avx512(const lmc_qweight *w, int64_t r0, int64_t r1, const quant_qx *x,
                             float *y) {
-    /* The ROWS rows of a step are a quarter of the range apart: each is a
-     * sequential stream of its own (adjacent rows of 1 KB, four in a page,
-     * defeated the hardware prefetcher: 0.6x the one-row kernel from DRAM). */
-    const int64_t q = (r1 - r0) / ROWS;
-    if (w->group_size <= 64) {
-        for (int64_t k = 0; k < q; k++) rows_q4(w, r0 + k, q, ROWS, true, x, y + k);
-        for (int64_t r = r0 + q * ROWS; r < r1; r++) rows_q4(w, r, 1, 1, true, x, y + (r - r0));
-    } else {
-        for (int64_t k = 0; k < q; k++) rows_q4(w, r0 + k, q, ROWS, false, x, y + k);
-        for (int64_t r = r0 + q * ROWS; r < r1; r++) rows_q4(w, r, 1, 1, false, x, y + (r - r0));
-    }
+    /* fold is a constant in each copy */
+    if (w->group_size <= 64)
+        rows_range(w, r0, r1, true, x, y);
+    else
+        rows_range(w, r0, r1, false, x, y);
 }
 
 #else
